@@ -1,0 +1,1 @@
+"""audio models of the hub (see the open issues for what lands here)."""

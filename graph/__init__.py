@@ -1,0 +1,1 @@
+"""graph models of the hub (see the open issues for what lands here)."""

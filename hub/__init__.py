@@ -1,0 +1,42 @@
+"""Attention Hub: attention models across domains, loadable in one line.
+
+>>> import hub
+>>> model = hub.load("vit_digits.sklearn")
+>>> hub.list_models("vit_*")
+
+``import hub`` is light: domain packages (and timm, PyG, torchaudio, Lightning) are imported on
+first use of the registry.
+"""
+from hub.errors import (DataError, HubError, OfflineError, RecipeError, RegistryError, TrainingError,
+                        UnknownModelError, WeightsError)
+from hub.registry import list_datasets, list_models, register_dataset, register_model
+
+__version__ = "0.1.0"
+
+
+def load(name, pretrained=True, num_classes=None, **model_args):
+    from hub.models import load as _load
+
+    return _load(name, pretrained=pretrained, num_classes=num_classes, **model_args)
+
+
+load.__doc__ = "Build a model by name and load its weights; see :func:`hub.models.load`."
+
+
+def create_model(name, num_classes=None, **model_args):
+    """Build the untrained model of a registered family."""
+    from hub.models import create_model as _create
+
+    return _create(name, num_classes=num_classes, **model_args)
+
+
+def model_card(name):
+    """The model card (:class:`hub.cards.PretrainedCfg`) of a pretrained tag or run folder."""
+    from hub.models import model_card as _card
+
+    return _card(name)
+
+
+__all__ = ["load", "create_model", "model_card", "list_models", "list_datasets", "register_model",
+           "register_dataset", "HubError", "UnknownModelError", "RegistryError", "WeightsError", "OfflineError",
+           "RecipeError", "DataError", "TrainingError"]

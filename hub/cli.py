@@ -1,0 +1,221 @@
+"""``attnhub``: list, inspect, train, evaluate, fine-tune, predict with and publish hub models.
+
+Run ``attnhub COMMAND --help`` for the options of each command.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import sys
+from pathlib import Path
+
+from hub.errors import HubError
+
+EPILOG = "Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5\n  attnhub predict vit_digits.sklearn digit.png"
+
+
+def _count_params(name: str) -> int:
+    import torch
+
+    from hub.registry import get_model_entry
+
+    with torch.device("meta"):  # counts parameters without allocating them
+        model = get_model_entry(name).builder()
+    return sum(p.numel() for p in model.parameters())
+
+
+def cmd_list(args) -> int:
+    from hub.registry import get_model_entry, list_models, pretrained_tags
+    from hub.models import model_card
+
+    names = list_models(args.pattern, domain=args.domain, task=args.task)
+    rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]
+    for name in names:
+        entry = get_model_entry(name)
+        tags = pretrained_tags(name)
+        if args.pretrained and not tags:
+            continue
+        metric = model_card(tags[0]).headline_metric() if tags else ""
+        rows.append((name, entry.domain, entry.task, f"{_count_params(name) / 1e6:.2f}M",
+                     ", ".join(t.split(".", 1)[1] for t in tags) or "-", metric))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def cmd_info(args) -> int:
+    from hub.models import model_card
+    from hub.registry import get_model_entry, pretrained_tags, split_name
+
+    family, tag = split_name(args.name) if "/" not in args.name else (None, "run")
+    if tag is None:
+        entry = get_model_entry(family)
+        print(json.dumps({"name": entry.name, "domain": entry.domain, "task": entry.task,
+                          "description": entry.description, "arguments": entry.arg_names(),
+                          "params": _count_params(family), "pretrained": pretrained_tags(family)}, indent=2))
+    else:
+        print(json.dumps(model_card(args.name).to_dict(), indent=2))
+    return 0
+
+
+def _print_run(run_dir: Path) -> None:
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    for key, value in summary.get("test", {}).items():
+        print(f"{key}: {value:.4f}")
+    print(f"best {summary['best']['monitor']}: {summary['best']['value']} (epoch {summary['best']['epoch']})")
+    print(f"run folder: {run_dir}")
+
+
+def cmd_train(args) -> int:
+    from hub.training import train
+
+    run_dir = train(args.recipe, args.overrides, resume=args.resume, progress=not args.no_progress)
+    _print_run(run_dir)
+    return 0
+
+
+def cmd_finetune(args) -> int:
+    from hub.adapters import finetune_data_section
+    from hub.models import model_card
+    from hub.recipe import apply_overrides, validate_recipe
+    from hub.training import train
+
+    card = model_card(args.name)
+    base = dict(card.recipe.get("resolved") or {})
+    if not base:
+        raise HubError(f"the card of {args.name} holds no recipe to fine-tune from")
+    base["data"] = finetune_data_section(card, args.data)
+    base["model"] = {**base["model"], "init_from": args.name}
+    base["name"] = f"finetune-{card.family}"
+    base["output_dir"] = args.output_dir or base.get("output_dir", "runs")
+    recipe = validate_recipe(apply_overrides(base, args.overrides), f"finetune of {args.name}")
+    run_dir = train(recipe=recipe, progress=not args.no_progress)
+    _print_run(run_dir)
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from hub.training import evaluate
+
+    for key, value in evaluate(args.name, args.overrides, progress=not args.no_progress).items():
+        print(f"{key}: {value:.4f}")
+    return 0
+
+
+def cmd_predict(args) -> int:
+    import torch
+    from tqdm import tqdm
+
+    from hub.adapters import predict_batches
+    from hub.models import load
+
+    model = load(args.name)
+    card = model.pretrained_cfg
+    labels = card.label_names or [str(i) for i in range(10_000)]
+    out_file = open(args.out, "w", newline="") if args.out else None
+    writer = csv.writer(out_file) if out_file else None
+    k = args.top_k
+    if writer:
+        writer.writerow(["file"] + [c for i in range(1, k + 1) for c in (f"class_{i}", f"prob_{i}")])
+    try:
+        with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
+                                          file=sys.stderr) as bar:
+            for names, batch in predict_batches(card, args.files, args.batch_size):
+                probs = model(batch).float().softmax(-1)
+                top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+                for name, values, indices in zip(names, top.values.tolist(), top.indices.tolist()):
+                    pairs = [(labels[i], p) for i, p in zip(indices, values)]
+                    print(name + "  " + "  ".join(f"{label} {p:.3f}" for label, p in pairs))
+                    if writer:
+                        writer.writerow([name] + [x for label, p in pairs for x in (label, f"{p:.6f}")])
+                bar.update(len(names))
+    finally:
+        if out_file:
+            out_file.close()
+    return 0
+
+
+def cmd_publish(args) -> int:
+    from hub.publish import publish
+
+    card_path = publish(args.runs, args.name, dest=args.dest, notes=args.notes, paper=args.paper)
+    print(f"published {args.name}: {card_path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnhub", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show debug logs and full tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="list registered models in a table")
+    p.add_argument("pattern", nargs="?", help="glob over names, e.g. 'vit_*'")
+    p.add_argument("--domain", help="only this domain (vision, graph, audio, tabular, medical, timeseries)")
+    p.add_argument("--task", help="only this task, e.g. image-classification")
+    p.add_argument("--pretrained", action="store_true", help="only families with shipped weights")
+    p.set_defaults(fn=cmd_list)
+
+    p = sub.add_parser("info", help="show a model card (family.tag or run folder) or a family's arguments")
+    p.add_argument("name", help="family, family.tag or run folder")
+    p.set_defaults(fn=cmd_info)
+
+    no_progress = dict(action="store_true", help="hide progress bars")
+    p = sub.add_parser("train", help="train a recipe into a new run folder (its path is printed last)")
+    p.add_argument("recipe", nargs="?", help="recipe YAML file (omit with --resume)")
+    p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=5")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its checkpoints/last.ckpt")
+    p.add_argument("--no-progress", **no_progress)
+    p.set_defaults(fn=cmd_train)
+
+    p = sub.add_parser("finetune", help="fine-tune a pretrained model on your own data")
+    p.add_argument("name", help="pretrained tag or run folder to start from")
+    p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class), ...")
+    p.add_argument("--output-dir", help="where the run folder goes (default: the card recipe's, ./runs)")
+    p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
+    p.add_argument("--no-progress", **no_progress)
+    p.set_defaults(fn=cmd_finetune)
+
+    p = sub.add_parser("eval", help="test a pretrained tag or run folder on the data its card names")
+    p.add_argument("name", help="pretrained tag or run folder")
+    p.add_argument("overrides", nargs="*", help="data overrides, e.g. data.args.batch_size=256")
+    p.add_argument("--no-progress", **no_progress)
+    p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("predict", help="predict files, one line per file: name, then top-k classes and probabilities")
+    p.add_argument("name", help="pretrained tag or run folder")
+    p.add_argument("files", nargs="+", help="input files (images, ...)")
+    p.add_argument("--top-k", type=int, default=3, help="how many classes to print per file (default 3)")
+    p.add_argument("--out", help="also write the predictions to this CSV file")
+    p.add_argument("--batch-size", type=int, default=256, help="files per forward pass (default 256)")
+    p.add_argument("--no-progress", **no_progress)
+    p.set_defaults(fn=cmd_predict)
+
+    p = sub.add_parser("publish", help="turn run folders into packaged safetensors weights and a model card")
+    p.add_argument("runs", nargs="+", help="run folders of one recipe with different seeds; weights from the first")
+    p.add_argument("--name", required=True, help="family.tag to publish as, e.g. vit_digits.sklearn")
+    p.add_argument("--dest", help="folder for the files (default: the family's domain package pretrained/)")
+    p.add_argument("--notes", default="", help="free text for the card (how the epoch was picked, ...)")
+    p.add_argument("--paper", action="append", default=[], metavar="METRIC=VALUE",
+                   help="the paper's figure for a metric, e.g. test/acc=0.83 (repeatable)")
+    p.set_defaults(fn=cmd_publish)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        return args.fn(args)
+    except HubError as err:
+        if args.verbose:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""Data modules shared by the domains: the base class, splits and a resumable shuffling sampler.
+
+A :class:`HubDataModule` knows its task, classes and input spec before training starts, so bad
+data fails before any long work and the run's model card can say what the model expects.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from hub.errors import DataError
+
+
+def data_dir() -> Path:
+    """Where local copies of datasets are looked for first (``HUB_DATA_DIR``), else the download cache."""
+    return Path(os.environ.get("HUB_DATA_DIR", Path.home() / ".cache" / "attention-hub" / "data"))
+
+
+class EpochSampler(Sampler[int]):
+    """A random permutation drawn from ``(seed, epoch)`` only, so a resumed run sees the same order.
+
+    Lightning calls ``set_epoch`` on samplers that have it.
+    """
+
+    def __init__(self, num_samples: int, seed: int = 0):
+        self.num_samples = num_samples
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return iter(torch.randperm(self.num_samples, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+    """Split indices into parts with the given fractions, stratified by label (the last part takes the rest)."""
+    from sklearn.model_selection import train_test_split
+
+    labels = np.asarray(labels)
+    counts = np.bincount(labels) if labels.dtype.kind in "iu" else None
+    if counts is not None and (counts[counts > 0] < len(fractions)).any():
+        rare = [int(c) for c in np.flatnonzero((counts > 0) & (counts < len(fractions)))]
+        raise DataError(f"classes {rare} have fewer than {len(fractions)} samples: cannot make a stratified "
+                        f"{'/'.join(str(f) for f in fractions)} split")
+    index = np.arange(len(labels))
+    parts = []
+    remaining = 1.0
+    for fraction in fractions[:-1]:
+        take, index = train_test_split(index, train_size=fraction / remaining, stratify=labels[index],
+                                       random_state=seed)
+        parts.append(np.sort(take))
+        remaining -= fraction
+    parts.append(np.sort(index))
+    return parts
+
+
+class HubDataModule(pl.LightningDataModule):
+    """Base data module. Subclasses fill the datasets in ``setup`` and set the attributes below.
+
+    Attributes (known after ``setup()``): ``task`` (a :mod:`hub.tasks` name), ``num_classes``,
+    ``label_names``, ``input_spec`` (what predict-time inputs must look like), ``info``
+    (source and licence of the data).
+    """
+
+    task: str = "classification"
+
+    def __init__(self, batch_size: int = 64, num_workers: int = 0, seed: int = 0):
+        super().__init__()
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.seed = seed
+        self.num_classes: int | None = None
+        self.label_names: list[str] = []
+        self.input_spec: dict[str, Any] = {}
+        self.info: dict[str, Any] = {}
+        self.train_set: Dataset | None = None
+        self.val_set: Dataset | None = None
+        self.test_set: Dataset | None = None
+
+    def _loader(self, dataset: Dataset | None, train: bool) -> DataLoader:
+        if dataset is None:
+            raise DataError(f"{type(self).__name__} has no {'training' if train else 'evaluation'} split")
+        return DataLoader(
+            dataset, batch_size=self.batch_size, num_workers=self.num_workers,
+            sampler=EpochSampler(len(dataset), self.seed) if train else None,
+            persistent_workers=self.num_workers > 0, pin_memory=torch.cuda.is_available(),
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_set, train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.val_set, train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader(self.test_set, train=False)
+
+    def task_args(self) -> dict[str, Any]:
+        return {"num_classes": self.num_classes}

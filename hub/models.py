@@ -1,0 +1,126 @@
+"""Building and loading models: registry families, pretrained tags, run folders and timm names."""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from pathlib import Path
+
+import torch
+
+from hub.cards import PretrainedCfg, read_card
+from hub.errors import HubError, OfflineError, UnknownModelError, WeightsError
+from hub.registry import get_model_entry, get_pretrained_cfg, split_name
+from hub.weights import apply_state_dict, fetch, is_offline, load_state_dict
+
+log = logging.getLogger("hub")
+TIMM_PREFIX = "timm/"
+
+
+def create_model(name: str, num_classes: int | None = None, **model_args) -> torch.nn.Module:
+    """Build the untrained model of a registered family (``"vit_digits"``) with the given arguments."""
+    entry = get_model_entry(name)
+    accepted = inspect.signature(entry.builder).parameters
+    if num_classes is not None:
+        if "num_classes" not in accepted:
+            raise HubError(f"model {entry.name!r} takes no num_classes; its arguments: {list(accepted)}")
+        model_args["num_classes"] = num_classes
+    takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+    unknown = sorted(k for k in model_args if k not in accepted)
+    if unknown and not takes_kwargs:
+        raise HubError(f"model {entry.name!r} got unknown arguments {unknown}; its arguments: {list(accepted)}")
+    return entry.builder(**model_args)
+
+
+def _is_run_dir(name: str) -> bool:
+    if name.startswith(TIMM_PREFIX):
+        return False
+    return "/" in name or os.sep in name or Path(name, "card.json").is_file()
+
+
+def model_card(name: str) -> PretrainedCfg:
+    """The card of a pretrained tag (``"vit_digits.sklearn"``) or of a run folder."""
+    if _is_run_dir(name):
+        path = Path(name) / "card.json"
+        if not path.is_file():
+            raise UnknownModelError(f"{name} is neither a registered name nor a run folder with a card.json")
+        return read_card(path)
+    family, tag = split_name(name)
+    if tag is None:
+        raise UnknownModelError(f"{name!r} is an untrained family and has no card; pretrained tags: "
+                                f"{', '.join(__import__('hub').registry.pretrained_tags(family)) or 'none'}")
+    return get_pretrained_cfg(name)
+
+
+def load_from_card(card: PretrainedCfg, pretrained: bool = True, num_classes: int | None = None,
+                   **model_args) -> torch.nn.Module:
+    entry = get_model_entry(card.family)
+    args = {**card.model_args, **model_args}
+    card_classes = args.get("num_classes")
+    reset_head = num_classes is not None and num_classes != card_classes
+    if num_classes is not None:
+        args["num_classes"] = num_classes
+    model = create_model(card.family, **args)
+    if pretrained:
+        if card.local_file is not None and card.local_file.is_file():
+            path = card.local_file
+        elif card.url:
+            path = fetch(card.url, card.sha256, card.num_bytes)
+        else:
+            raise WeightsError(f"weights of {card.name} not found: {card.local_file} is missing and the card has no url")
+        state = load_state_dict(path, card.sha256)
+        skip = entry.classifier if reset_head else None
+        if reset_head:
+            if entry.classifier is None:
+                raise HubError(f"{card.family} has no classifier to re-initialise for num_classes={num_classes}")
+            log.warning("%s: loaded all weights but the classifier '%s', re-initialised for %d classes (card: %s)",
+                        card.name, entry.classifier, num_classes, card_classes)
+        apply_state_dict(model, state, skip_prefix=skip, source=str(path))
+        model.eval()
+    model.pretrained_cfg = card
+    return model
+
+
+def _load_timm(arch: str, pretrained: bool, num_classes: int | None, **model_args) -> torch.nn.Module:
+    import timm
+
+    if arch not in timm.list_models():
+        import difflib
+        close = difflib.get_close_matches(arch, timm.list_models(), n=5)
+        raise UnknownModelError(f"timm has no model {arch!r}; closest: {', '.join(close) or 'none'}")
+    if num_classes is not None:
+        model_args["num_classes"] = num_classes
+    if pretrained and is_offline():
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        return timm.create_model(arch, pretrained=pretrained, **model_args)
+    except Exception as err:
+        if not pretrained:
+            raise
+        from huggingface_hub.constants import HF_HUB_CACHE
+        kind = OfflineError if is_offline() else WeightsError
+        raise kind(f"timm's pretrained weights for {arch!r} are not in the cache ({HF_HUB_CACHE}) and could not be "
+                   f"downloaded ({type(err).__name__}: {err}); go online once, or pass pretrained=False") from err
+
+
+def load(name: str, pretrained: bool = True, num_classes: int | None = None, **model_args) -> torch.nn.Module:
+    """Build a model by name and load its weights.
+
+    ``name`` is a family (``"vit_digits"``: untrained), a pretrained tag (``"vit_digits.sklearn"``:
+    weights checked against the card's sha256), a run folder (``"runs/quickstart/..."``: its best
+    weights), or ``"timm/<arch>"`` for any timm architecture. With ``num_classes`` different from the
+    card's, everything but the classifier is loaded and the classifier is re-initialised.
+    Pretrained models are returned in eval mode.
+
+    >>> model = load("vit_digits.sklearn")
+    >>> model(torch.zeros(2, 1, 8, 8)).shape
+    torch.Size([2, 10])
+    """
+    if name.startswith(TIMM_PREFIX):
+        return _load_timm(name[len(TIMM_PREFIX):], pretrained, num_classes, **model_args)
+    if _is_run_dir(name):
+        return load_from_card(model_card(name), pretrained, num_classes, **model_args)
+    family, tag = split_name(name)
+    if tag is None:
+        return create_model(family, num_classes=num_classes, **model_args)
+    return load_from_card(get_pretrained_cfg(name), pretrained, num_classes, **model_args)

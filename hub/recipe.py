@@ -1,0 +1,220 @@
+"""Recipes: plain-data YAML validated whole before anything runs.
+
+A recipe names registry entries (``model.name``, ``data.name``), never import paths. Unknown keys,
+wrong types and YAML tags that would construct Python objects fail with the dotted key. Model and
+data arguments are checked against the signature of the registered builder.
+
+Example::
+
+    recipe = load_recipe("recipes/quickstart.yaml", ["trainer.max_epochs=5"])
+    recipe.trainer.max_epochs  # 5
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from hub.errors import RecipeError
+
+_SAFE_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSection(_Strict):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    init_from: str | None = None  # a pretrained tag or run folder whose weights start the training
+
+
+class DataSection(_Strict):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class OptimizerSection(_Strict):
+    name: Literal["adamw", "adam", "sgd"] = "adamw"
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    momentum: float = 0.9
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+class SchedulerSection(_Strict):
+    name: Literal["none", "cosine", "step"] = "none"
+    warmup_epochs: int = 0
+    step_size: int = 30
+    gamma: float = 0.1
+    min_lr_ratio: float = 0.0
+
+
+class EarlyStoppingSection(_Strict):
+    patience: int | None = None  # None: no early stopping
+    min_delta: float = 0.0
+
+
+class TrainerSection(_Strict):
+    max_epochs: int = Field(10, ge=1)
+    accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
+    devices: int | Literal["auto"] = "auto"
+    num_nodes: int = 1
+    strategy: Literal["auto", "ddp", "ddp_spawn", "ddp_find_unused_parameters_true", "fsdp"] = "auto"
+    precision: Literal["32-true", "bf16-mixed", "16-mixed", "64-true"] = "32-true"
+    gradient_clip_val: float | None = None
+    accumulate_grad_batches: int = 1
+    check_val_every_n_epoch: int = 1
+    limit_train_batches: float | int = 1.0
+    limit_val_batches: float | int = 1.0
+    log_every_n_steps: int = 10
+    deterministic: bool = False
+    monitor: str | None = None  # default: the task's validation metric
+    early_stopping: EarlyStoppingSection = Field(default_factory=EarlyStoppingSection)
+    compile: bool = False
+    channels_last: bool = False
+    checkpoint_every_n_steps: int | None = None  # also write `last` inside an epoch
+
+
+class Recipe(_Strict):
+    name: str | None = None
+    seed: int = 0
+    output_dir: str = "runs"
+    model: ModelSection
+    data: DataSection
+    optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
+    scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    trainer: TrainerSection = Field(default_factory=TrainerSection)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _section_fields(loc: tuple) -> list[str]:
+    model: type[BaseModel] = Recipe
+    for part in loc[:-1]:
+        field = model.model_fields.get(part)
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return sorted(model.model_fields)
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown key '{key}'; allowed keys here: {_section_fields(e['loc'])}")
+        elif e["type"] == "missing":
+            lines.append(f"missing key '{key}'")
+        else:
+            lines.append(f"key '{key}': {e['msg']} (got {e.get('input')!r})")
+    return f"invalid recipe {source}:\n  " + "\n  ".join(lines)
+
+
+def _find_unsafe_tag(node: yaml.Node, path: str = "") -> tuple[str, str] | None:
+    if node.tag not in _SAFE_TAGS:
+        return path or "<root>", node.tag
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            found = _find_unsafe_tag(key, path) or _find_unsafe_tag(value, f"{path}.{key.value}".lstrip("."))
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _find_unsafe_tag(item, f"{path}.{i}".lstrip("."))
+            if found:
+                return found
+    return None
+
+
+def parse_yaml(text: str, source: str) -> dict[str, Any]:
+    """``yaml.safe_load`` with an error naming the dotted key of any tag that would build an object."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # builds no objects
+    except yaml.YAMLError as err:
+        raise RecipeError(f"{source} is not valid YAML: {err}") from err
+    if node is not None and (found := _find_unsafe_tag(node)):
+        raise RecipeError(f"{source}: key '{found[0]}' uses the YAML tag {found[1]}; recipes hold plain data "
+                          "and never construct Python objects")
+    data = yaml.safe_load(text)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise RecipeError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply CLI overrides ``a.b=c`` (values parsed as YAML) to a recipe dict."""
+    data = copy.deepcopy(data)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise RecipeError(f"override {item!r} must look like key.path=value")
+        value = parse_yaml(f"v: {raw}" if raw.strip() else "v: null", f"override {item!r}")["v"]
+        parts = key.split(".")
+        node = data
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise RecipeError(f"override {item!r}: '{'.'.join(parts[:i + 1])}' is a value, not a section")
+            node = child
+        node[parts[-1]] = value
+    return data
+
+
+def check_builder_args(builder, args: dict[str, Any], section: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Validate ``args`` against the builder's signature: unknown names and wrong types name the key."""
+    params = {n: p for n, p in inspect.signature(builder).parameters.items()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and n not in skip}
+    unknown = sorted(set(args) - set(params))
+    if unknown:
+        raise RecipeError(f"unknown key '{section}.{unknown[0]}' for {builder.__name__}; "
+                          f"allowed keys: {sorted(params)}")
+    out = {}
+    for name, value in args.items():
+        annotation = params[name].annotation
+        if annotation is inspect.Parameter.empty:
+            out[name] = value
+            continue
+        try:
+            out[name] = TypeAdapter(annotation).validate_python(value)
+        except ValidationError as err:
+            raise RecipeError(f"key '{section}.{name}': expected {annotation}, got {value!r} "
+                              f"({err.errors()[0]['msg']})") from None
+    return out
+
+
+def validate_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
+    """Validate a recipe dict whole: the schema, then the registered model and data arguments."""
+    from hub.registry import get_dataset_entry, get_model_entry
+
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as err:
+        raise RecipeError(_format_errors(err, source)) from None
+    model_entry = get_model_entry(recipe.model.name)
+    data_entry = get_dataset_entry(recipe.data.name)
+    model_args = check_builder_args(model_entry.builder, recipe.model.args, "model.args")
+    data_args = check_builder_args(data_entry.builder, recipe.data.args, "data.args")
+    return recipe.model_copy(update={
+        "model": recipe.model.model_copy(update={"args": model_args}),
+        "data": recipe.data.model_copy(update={"args": data_args}),
+    })
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"recipe file {path} does not exist")
+    data = apply_overrides(parse_yaml(path.read_text(), str(path)), overrides or [])
+    data.setdefault("name", path.stem)
+    return validate_recipe(data, str(path))

@@ -1,0 +1,98 @@
+"""Tasks: how a batch becomes a loss, predictions and targets, and which metrics are kept.
+
+The dataset names its task; domains add tasks of their own with :func:`register_task`.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+import torchmetrics
+
+from hub.errors import RegistryError
+
+_TASKS: dict[str, Callable[..., "Task"]] = {}
+
+
+def register_task(name: str):
+    def decorator(cls):
+        if name in _TASKS:
+            raise RegistryError(f"task {name!r} is registered twice")
+        _TASKS[name] = cls
+        return cls
+
+    return decorator
+
+
+def create_task(name: str, **kwargs) -> "Task":
+    if name not in _TASKS:
+        raise RegistryError(f"unknown task {name!r}; known tasks: {sorted(_TASKS)}")
+    return _TASKS[name](**kwargs)
+
+
+class Task:
+    """Base class. ``monitor``/``mode`` pick the best checkpoint; ``step`` returns (loss, preds, target)."""
+
+    monitor = "val/loss"
+    mode = "min"
+
+    def metrics(self) -> torchmetrics.MetricCollection:
+        raise NotImplementedError
+
+    def step(self, model: torch.nn.Module, batch, stage: str):
+        raise NotImplementedError
+
+    def batch_size(self, batch) -> int:
+        return len(batch[1])
+
+
+@register_task("classification")
+class ClassificationTask(Task):
+    """Cross-entropy over ``(x, y)`` batches; accuracy and macro F1."""
+
+    monitor = "val/acc"
+    mode = "max"
+
+    def __init__(self, num_classes: int, label_smoothing: float = 0.0):
+        self.num_classes = num_classes
+        self.label_smoothing = label_smoothing
+
+    def metrics(self) -> torchmetrics.MetricCollection:
+        kind = "binary" if self.num_classes == 2 else "multiclass"
+        return torchmetrics.MetricCollection({
+            "acc": torchmetrics.Accuracy(task="multiclass", num_classes=self.num_classes),
+            "f1": torchmetrics.F1Score(task="multiclass", num_classes=self.num_classes, average="macro"),
+        }) if kind == "multiclass" else torchmetrics.MetricCollection({
+            "acc": torchmetrics.Accuracy(task="multiclass", num_classes=2),
+            "auroc": torchmetrics.AUROC(task="binary"),
+        })
+
+    def step(self, model, batch, stage):
+        x, y = batch
+        logits = model(x)
+        loss = F.cross_entropy(logits, y, label_smoothing=self.label_smoothing if stage == "train" else 0.0)
+        probs = logits.detach().float().softmax(-1)
+        return loss, (probs[:, 1] if self.num_classes == 2 else probs), y
+
+
+@register_task("regression")
+class RegressionTask(Task):
+    """Mean squared error on standardised targets; RMSE and MAE."""
+
+    monitor = "val/rmse"
+    mode = "min"
+
+    def __init__(self, num_classes: int | None = None):
+        pass
+
+    def metrics(self) -> torchmetrics.MetricCollection:
+        return torchmetrics.MetricCollection({
+            "rmse": torchmetrics.MeanSquaredError(squared=False),
+            "mae": torchmetrics.MeanAbsoluteError(),
+        })
+
+    def step(self, model, batch, stage):
+        x, y = batch
+        pred = model(x).squeeze(-1)
+        return F.mse_loss(pred, y), pred.detach(), y

@@ -1,0 +1,1 @@
+"""tabular models of the hub (see the open issues for what lands here)."""
