@@ -2,8 +2,8 @@
 
 - a *finetune* adapter turns ``--data PATH`` into a recipe ``data`` section for that domain
   (an image folder, a CSV table, a folder of WAV files, ...);
-- a *predict* adapter turns input files into batches the model takes, streaming, with a clear
-  error naming the file that does not fit.
+- a *predict* adapter runs the model over input files (or a folder), streaming in batches, and
+  yields ``(names, logits)``; a file that does not fit raises a clear error naming it.
 """
 from __future__ import annotations
 
@@ -51,10 +51,10 @@ def finetune_data_section(card, path: str) -> dict[str, Any]:
     return _FINETUNE[kind](card, path)
 
 
-def predict_batches(card, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], Any]]:
-    """Yield ``(names, batch)`` for the input files, ``batch_size`` at a time."""
+def predict_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], Any]]:
+    """Yield ``(names, logits)`` for the inputs, ``batch_size`` at a time."""
     kind = _kind(card)
     if kind not in _PREDICT:
         raise DataError(f"prediction from files is not available for inputs of kind {kind!r} "
                         f"(available: {sorted(_PREDICT)})")
-    return _PREDICT[kind](card, paths, batch_size)
+    return _PREDICT[kind](card, model, paths, batch_size)

@@ -109,7 +109,7 @@ def cmd_predict(args) -> int:
     import torch
     from tqdm import tqdm
 
-    from hub.adapters import predict_batches
+    from hub.adapters import predict_logits
     from hub.models import load
 
     model = load(args.name)
@@ -123,8 +123,8 @@ def cmd_predict(args) -> int:
     try:
         with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
                                           file=sys.stderr) as bar:
-            for names, batch in predict_batches(card, args.files, args.batch_size):
-                probs = model(batch).float().softmax(-1)
+            for names, logits in predict_logits(card, model, args.files, args.batch_size):
+                probs = logits.float().softmax(-1)
                 top = probs.topk(min(k, probs.shape[-1]), dim=-1)
                 for name, values, indices in zip(names, top.values.tolist(), top.indices.tolist()):
                     pairs = [(labels[i], p) for i, p in zip(indices, values)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import importlib
+import importlib.util
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from typing import Any, Callable
 from hub.errors import RegistryError, UnknownModelError
 
 DOMAINS = ("vision", "graph", "audio", "tabular", "medical", "timeseries")
+# Core modules that register demonstration models and datasets of their own (domain "core").
+CORE_MODULES = ("hub.attention.set_tasks",)
 _FAMILY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
@@ -119,6 +122,9 @@ def _discover() -> None:
     _REGISTRY.discovered = True
     from hub.cards import read_card
 
+    for name in CORE_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
     for domain in DOMAINS:
         module = importlib.import_module(domain)
         pretrained_dir = Path(module.__file__).parent / "pretrained"
@@ -180,8 +186,8 @@ def list_models(pattern: str | None = None, domain: str | None = None, task: str
     With ``pretrained=True`` the ``family.tag`` names of shipped weights are listed instead of families.
     """
     _discover()
-    if domain is not None and domain not in DOMAINS:
-        raise UnknownModelError(f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS)}")
+    if domain is not None and domain not in DOMAINS + ("core",):
+        raise UnknownModelError(f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS + ('core',))}")
     names = sorted(_REGISTRY.pretrained) if pretrained else sorted(_REGISTRY.models)
     out = []
     for name in names:

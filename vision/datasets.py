@@ -108,16 +108,16 @@ def read_image(path: str | Path, spec: dict[str, Any]) -> torch.Tensor:
 
 
 @register_predict_adapter("image")
-def image_batches(card, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+def image_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
     names, tensors = [], []
     for path in paths:
         names.append(str(path))
         tensors.append(read_image(path, card.input_spec))
         if len(names) == batch_size:
-            yield names, torch.stack(tensors)
+            yield names, model(torch.stack(tensors))
             names, tensors = [], []
     if names:
-        yield names, torch.stack(tensors)
+        yield names, model(torch.stack(tensors))
 
 
 class ImageFiles(Dataset):

@@ -1,0 +1,2 @@
+"""The shared attention core: the only home of attention layers. Domain packages import from here;
+this package imports no domain."""
