@@ -304,6 +304,18 @@ def _check_resume(run_dir: Path, recipe: Recipe) -> None:
                             "start a new run instead")
 
 
+def _replica_check(trainer: pl.Trainer, model: torch.nn.Module) -> dict[str, Any]:
+    """Under data parallelism, check that every process ended with the same parameters."""
+    digest = sha256_bytes(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters()))
+    if trainer.world_size == 1:
+        return {"world_size": 1, "in_sync": True}
+    digests = [None] * trainer.world_size
+    torch.distributed.all_gather_object(digests, digest)
+    if len(set(digests)) != 1:
+        raise TrainingError(f"data-parallel replicas diverged: parameter digests {digests}")
+    return {"world_size": trainer.world_size, "in_sync": True}
+
+
 def train(recipe_path: str | None = None, overrides: list[str] | None = None, resume: str | None = None,
           recipe: Recipe | None = None, progress: bool = True) -> Path:
     """Train a recipe into a new run folder (or continue ``resume``); returns the run folder."""
@@ -349,6 +361,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     ckpt = str(run_dir / "checkpoints" / "last.ckpt") if resume_dir is not None else None
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
 
+    replicas = _replica_check(trainer, module.model)
     best_path = trainer.checkpoint_callback.best_model_path or str(run_dir / "checkpoints" / "last.ckpt")
     test_metrics = trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
     if not trainer.is_global_zero:
@@ -366,6 +379,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
                  "epoch": best_epoch, "checkpoint": Path(best_path).name},
         "test": test,
         "epoch_selection": f"weights of the epoch with the best {monitor} ({mode}) are tested",
+        "replicas": replicas,
     }
     atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
     if rows:

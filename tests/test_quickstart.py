@@ -1,0 +1,125 @@
+"""The quickstart chain: recipe -> run -> shipped weights -> load -> predict from PNG files -> fine-tune."""
+import csv
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import hub
+from hub.cli import main
+from hub.errors import DataError
+from hub.training import evaluate, train
+
+
+def _write_digit_pngs(folder, indices):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in indices:
+        path = folder / f"digit{i}_label{digits.target[i]}.png"
+        Image.fromarray(np.round(digits.images[i] * 255 / 16).astype(np.uint8), mode="L").save(path)
+        paths.append((path, int(digits.target[i])))
+    return paths
+
+
+def test_vit_digits_forward_backward_and_reset_classifier():
+    model = hub.create_model("vit_digits")
+    x = torch.randn(4, 1, 8, 8)
+    out = model(x)
+    assert out.shape == (4, 10) and torch.isfinite(out).all()
+    out.sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert model.forward_features(x).shape == (4, 17, 64)
+    model.reset_classifier(3)
+    assert model(x).shape == (4, 3)
+
+
+def test_vit_digits_overfits_eight_samples():
+    torch.manual_seed(0)
+    model = hub.create_model("vit_digits", drop_path_rate=0.0)
+    x, y = torch.randn(8, 1, 8, 8), torch.arange(8)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    first = None
+    for _ in range(80):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.1 * first
+
+
+def test_quickstart_recipe_short_schedule_learns(repo, tmp_path):
+    run = train(str(repo / "recipes" / "quickstart.yaml"), ["trainer.max_epochs=4", f"output_dir={tmp_path}"],
+                progress=False)
+    card = hub.model_card(str(run))
+    assert card.metrics["test/acc"]["mean"] > 0.5  # chance is 0.1
+
+
+def test_shipped_weights_reach_their_card():
+    card = hub.model_card("vit_digits.sklearn")
+    metrics = evaluate("vit_digits.sklearn", progress=False)
+    assert metrics["test/acc"] >= 0.97
+    assert abs(metrics["test/acc"] - card.metrics["test/acc"]["values"][0]) < 1e-6
+
+
+def test_predict_from_png_files(tmp_path, capsys):
+    from sklearn.datasets import load_digits
+
+    test_index = np.arange(len(load_digits().target))[-40:]
+    files = _write_digit_pngs(tmp_path / "pngs", test_index)
+    out_csv = tmp_path / "preds.csv"
+    assert main(["predict", "vit_digits.sklearn", *[str(p) for p, _ in files], "--top-k", "2",
+                 "--out", str(out_csv), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == len(files)
+    correct = sum(line.split()[1] == str(label) for line, (_, label) in zip(lines, files))
+    assert correct >= 0.9 * len(files)
+    rows = list(csv.reader(out_csv.open()))
+    assert rows[0] == ["file", "class_1", "prob_1", "class_2", "prob_2"] and len(rows) == len(files) + 1
+
+
+def test_predict_bad_file_names_it(tmp_path, capsys):
+    bad = tmp_path / "broken.png"
+    bad.write_bytes(b"not an image")
+    assert main(["predict", "vit_digits.sklearn", str(bad), "--no-progress"]) == 2
+    assert str(bad) in capsys.readouterr().err
+
+
+def test_finetune_on_an_image_folder(tmp_path, capsys):
+    root = tmp_path / "folder"
+    for label in (0, 1, 7):
+        from sklearn.datasets import load_digits
+
+        target = load_digits().target
+        for path, _ in _write_digit_pngs(root / f"class_{label}", np.flatnonzero(target == label)[:20]):
+            pass
+    code = main(["finetune", "vit_digits.sklearn", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=2", "--no-progress"])
+    assert code == 0
+    run = capsys.readouterr().out.strip().splitlines()[-1].split("run folder: ")[1]
+    card = hub.model_card(run)
+    assert card.label_names == ["class_0", "class_1", "class_7"]
+    assert card.model_args["num_classes"] == 3
+    assert card.recipe["resolved"]["model"]["init_from"] == "vit_digits.sklearn"
+
+
+@pytest.mark.parametrize("layout, message", [
+    ("empty_class", "hold no images"),
+    ("single_class", "single class"),
+    ("no_folders", "no class folders"),
+])
+def test_image_folder_bad_input(tmp_path, layout, message):
+    from vision.datasets import image_folder
+
+    root = tmp_path / layout
+    root.mkdir()
+    if layout in ("empty_class", "single_class"):
+        _write_digit_pngs(root / "a", range(10))
+    if layout == "empty_class":
+        (root / "b").mkdir()
+    with pytest.raises(DataError, match=message):
+        image_folder(str(root), 8, 8, 1, [0.5], [0.5]).setup()

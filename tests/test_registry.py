@@ -1,0 +1,84 @@
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import hub
+from hub.errors import RegistryError, UnknownModelError
+from hub.registry import register_model, split_name
+
+
+def test_import_hub_is_light():
+    code = ("import sys, hub; heavy = [m for m in ('torch_geometric', 'timm', 'torchaudio', 'pytorch_lightning', "
+            "'lightning', 'vision') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_unknown_name_lists_closest():
+    with pytest.raises(UnknownModelError, match="vit_digits"):
+        hub.load("vit_digit")
+
+
+def test_unknown_tag_lists_tags():
+    with pytest.raises(UnknownModelError, match="vit_digits.sklearn"):
+        hub.load("vit_digits.imagenet")
+
+
+@pytest.mark.parametrize("bad", ["torch.nn.Linear", "os.system()", "Vit_Digits", "vit digits"])
+def test_malformed_names_and_import_paths_refused(bad):
+    with pytest.raises((RegistryError, UnknownModelError)):
+        hub.load(bad)
+
+
+def test_register_twice_raises():
+    hub.list_models()  # discover first, so the clash is with the real entry
+
+    with pytest.raises(RegistryError, match="registered twice"):
+        @register_model(task="image-classification", domain="vision")
+        def vit_digits():  # noqa: F811
+            return torch.nn.Linear(1, 1)
+
+
+def test_list_models_filters():
+    assert "vit_digits" in hub.list_models("vit_*")
+    assert "vit_digits" in hub.list_models(domain="vision", task="image-classification")
+    assert hub.list_models("nothing_like_this*") == []
+    assert "vit_digits.sklearn" in hub.list_models(pretrained=True)
+    with pytest.raises(UnknownModelError, match="expected one of"):
+        hub.list_models(domain="astrology")
+
+
+def test_split_name():
+    assert split_name("gat.cora") == ("gat", "cora")
+    assert split_name("gat") == ("gat", None)
+
+
+def test_family_builds_untrained_model():
+    model = hub.load("vit_digits", num_classes=4)
+    assert model(torch.zeros(2, 1, 8, 8)).shape == (2, 4)
+    assert not hasattr(model, "pretrained_cfg") or model.pretrained_cfg is None
+
+
+def test_model_card_fields():
+    card = hub.model_card("vit_digits.sklearn")
+    assert card.task == "image-classification"
+    assert card.label_names == [str(d) for d in range(10)]
+    assert len(card.sha256) == 64
+    assert card.metrics["test/acc"]["n"] >= 1
+    assert card.recipe["path"].endswith("quickstart.yaml")
+    assert card.input_spec == {"kind": "image", "height": 8, "width": 8, "channels": 1, "mean": [0.5], "std": [0.5]}
+    assert card.data["license"]
+
+
+def test_cli_list_and_info(capsys):
+    from hub.cli import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "vit_digits" in out and "sklearn" in out and "test/acc" in out
+    assert main(["info", "vit_digits.sklearn"]) == 0
+    assert '"sha256"' in capsys.readouterr().out
+    assert main(["info", "nonexistent_model"]) == 2
+    assert "closest names" in capsys.readouterr().err

@@ -1,0 +1,104 @@
+"""Recipe training end to end: run folders, resume, refused resumes, NaN stop, DDP on CPU."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import hub
+from hub.errors import TrainingError
+from hub.registry import register_model
+from hub.training import train
+from hub.weights import load_state_dict
+
+SHORT = ["trainer.max_epochs=2", "trainer.limit_train_batches=3", "trainer.limit_val_batches=2"]
+
+
+def _train(repo, tmp_path, extra=(), **kwargs):
+    return train(str(repo / "recipes" / "quickstart.yaml"), [*SHORT, f"output_dir={tmp_path}", *extra],
+                 progress=False, **kwargs)
+
+
+def test_run_folder_contents_and_no_overwrite(repo, tmp_path):
+    run = _train(repo, tmp_path)
+    for name in ("recipe.yaml", "metrics.csv", "metrics.json", "curves.png", "model.safetensors", "card.json",
+                 "checkpoints/last.ckpt", "checkpoints/best.ckpt"):
+        assert (run / name).is_file(), name
+    summary = json.loads((run / "metrics.json").read_text())
+    assert set(summary) >= {"final", "best", "test", "epoch_selection"}
+    assert 0.0 <= summary["test"]["test/acc"] <= 1.0
+    assert len((run / "metrics.csv").read_text().strip().splitlines()) == 3  # header + 2 epochs
+    model = hub.load(str(run))  # a run folder loads like a pretrained tag
+    assert model(torch.zeros(1, 1, 8, 8)).shape == (1, 10)
+    second = _train(repo, tmp_path)
+    assert second != run and (run / "card.json").is_file()
+
+
+def test_resume_matches_uninterrupted_run(repo, tmp_path):
+    straight = _train(repo, tmp_path / "a", ["trainer.max_epochs=2"])
+    half = _train(repo, tmp_path / "b", ["trainer.max_epochs=1"])
+    resumed = train(resume=str(half), overrides=["trainer.max_epochs=2"], progress=False)
+    assert resumed == half
+    a = load_state_dict(straight / "model.safetensors", None)
+    b = load_state_dict(resumed / "model.safetensors", None)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=1e-6)
+    rows = (resumed / "metrics.csv").read_text().strip().splitlines()
+    assert len(rows) == 3
+
+
+def test_resume_with_changed_model_args_refused(repo, tmp_path):
+    run = _train(repo, tmp_path, ["trainer.max_epochs=1"])
+    with pytest.raises(TrainingError, match=r"model\.args"):
+        train(str(repo / "recipes" / "quickstart.yaml"), ["model.args.drop_path_rate=0.3", *SHORT],
+              resume=str(run), progress=False)
+
+
+class _NaNAfter(torch.nn.Module):
+    """A linear classifier whose output turns NaN after ``steps`` training forwards."""
+
+    def __init__(self, steps: int, num_classes: int = 10):
+        super().__init__()
+        self.head = torch.nn.Linear(64, num_classes)
+        self.steps = steps
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        out = self.head(x.flatten(1))
+        if self.training:
+            self.calls += 1
+            if self.calls > self.steps:
+                out = out * float("nan")
+        return out
+
+
+@register_model(task="image-classification", domain="core")
+def nan_after_model(num_classes: int = 10, steps: int = 4):
+    return _NaNAfter(steps, num_classes)
+
+
+def test_nan_loss_stops_naming_step_and_keeps_last_good_checkpoint(repo, tmp_path):
+    with pytest.raises(TrainingError, match=r"loss is nan at global step 4") as err:
+        _train(repo, tmp_path, ["model.name=nan_after_model", "model.args={steps: 4}", "trainer.max_epochs=3",
+                                "trainer.limit_train_batches=3"])
+    assert "last.ckpt" in str(err.value)
+    last = next(tmp_path.rglob("last.ckpt"))
+    checkpoint = torch.load(last, map_location="cpu", weights_only=True)
+    assert checkpoint["global_step"] == 3
+    assert all(torch.isfinite(v).all() for v in checkpoint["state_dict"].values() if v.is_floating_point())
+
+
+@pytest.mark.slow
+def test_ddp_on_cpu_trains_the_same_weights_in_both_processes(repo, tmp_path):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    cmd = [sys.executable, "-m", "hub", "train", str(repo / "recipes" / "quickstart.yaml"), *SHORT,
+           "trainer.strategy=ddp", "trainer.devices=2", "trainer.accelerator=cpu", f"output_dir={tmp_path}",
+           "--no-progress"]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = next(tmp_path.rglob("metrics.json")).parent
+    summary = json.loads((run / "metrics.json").read_text())
+    assert summary["replicas"]["world_size"] == 2
+    assert summary["replicas"]["in_sync"] is True
