@@ -109,3 +109,8 @@ class HubDataModule(pl.LightningDataModule):
 
     def task_args(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes}
+
+    def model_args(self) -> dict[str, Any]:
+        """Model builder arguments the data decides (e.g. ``{"in_channels": 1433}``), injected by training
+        into builders that accept them; ``num_classes`` is injected the same way."""
+        return {"num_classes": self.num_classes} if self.num_classes is not None else {}

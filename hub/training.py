@@ -235,11 +235,13 @@ def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
 
     entry = get_model_entry(recipe.model.name)
     args = dict(recipe.model.args)
-    if "num_classes" in entry.arg_names() and datamodule.num_classes is not None:
-        if args.get("num_classes", datamodule.num_classes) != datamodule.num_classes:
-            raise RecipeError(f"key 'model.args.num_classes' is {args['num_classes']} but the data "
-                              f"'{recipe.data.name}' has {datamodule.num_classes} classes")
-        args["num_classes"] = datamodule.num_classes
+    for name, value in datamodule.model_args().items():
+        if name not in entry.arg_names():
+            continue
+        if args.get(name, value) != value:
+            raise RecipeError(f"key 'model.args.{name}' is {args[name]} but the data '{recipe.data.name}' "
+                              f"has {name}={value}")
+        args[name] = value
     if recipe.model.init_from:
         model = load(recipe.model.init_from, **args)
         model.train()
@@ -252,9 +254,8 @@ def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes
     return PretrainedCfg(
         name=name, sha256=sha256_bytes(weights), num_bytes=len(weights), file="model.safetensors",
         task=get_model_entry(recipe.model.name).task,
-        model_args={**recipe.model.args, **({"num_classes": datamodule.num_classes}
-                                            if "num_classes" in get_model_entry(recipe.model.name).arg_names()
-                                            and datamodule.num_classes is not None else {})},
+        model_args={**recipe.model.args, **{k: v for k, v in datamodule.model_args().items()
+                                            if k in get_model_entry(recipe.model.name).arg_names()}},
         input_spec=datamodule.input_spec, label_names=list(datamodule.label_names),
         num_params=sum(p.numel() for p in model.parameters()),
         data={"name": recipe.data.name, "args": recipe.data.args, **datamodule.info},
