@@ -103,7 +103,7 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, -1).transpose(1, 2)  # (B, L, D) -> (B, H, L, D / H)
+        return x.view(batch, length, self.num_heads, self.dim_attn // self.num_heads).transpose(1, 2)  # (B, L, D) -> (B, H, L, D / H)
 
     def forward(self, query: torch.Tensor, context: torch.Tensor | None = None, key_mask: torch.Tensor | None = None,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:

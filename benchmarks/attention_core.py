@@ -1,0 +1,133 @@
+"""Benchmark of the attention core: SAB vs ISAB as the set grows, and SDPA vs a naive attention.
+
+Writes ``benchmarks/attention_core.md``. Each row is one forward+backward pass (median of a few),
+and its peak memory: on GPU ``torch.cuda.max_memory_allocated``; on CPU the growth of the process's
+peak resident set size (``VmHWM`` in ``/proc/self/status``, reset before each measurement through
+``/proc/self/clear_refs``) over the resident size before it, i.e. what the pass really takes from the
+machine (tensors, autograd buffers, allocator slack). A SAB size is skipped once the previous one
+took longer than ``--sab-seconds`` (time grows ~4x per doubling) or ran out of memory.
+
+    python benchmarks/attention_core.py [--max-n 16384] [--sab-seconds 4]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from hub.attention import ISAB, SAB
+
+OUT = Path(__file__).with_suffix(".md")
+
+
+def _status_kib(field: str) -> int:
+    return int(re.search(rf"{field}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
+
+
+def measure(fn, device: torch.device, repeats: int) -> tuple[float, float]:
+    """Median seconds and peak MiB of ``fn()`` (one forward+backward)."""
+    fn()  # warm-up
+    times, peaks = [], []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        else:
+            Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set size
+            base = _status_kib("VmRSS") * 1024
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+        else:
+            peak = _status_kib("VmHWM") * 1024 - base
+        times.append(time.perf_counter() - start)
+        peaks.append(peak / 2**20)
+    return statistics.median(times), max(peaks)
+
+
+def set_block_pass(block, x):
+    def run():
+        block(x).sum().backward()
+        block.zero_grad(set_to_none=True)
+    return run
+
+
+def naive_attention(q, k, v):
+    return (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1) @ v
+
+
+def attention_pass(fn, q, k, v):
+    def run():
+        fn(q, k, v).sum().backward()
+        for t in (q, k, v):
+            t.grad = None
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-n", type=int, default=16384)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--inducing", type=int, default=32)
+    parser.add_argument("--sab-seconds", type=float, default=4.0, help="skip larger SAB sizes after a pass this slow")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    where = torch.cuda.get_device_name() if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    memory = "torch.cuda.max_memory_allocated growth" if device.type == "cuda" else "peak RSS growth (VmHWM)"
+    lines = [f"# Attention core benchmark ({where}, torch {torch.__version__})", "",
+             f"Forward+backward of one set (batch 1), width {args.dim}, {args.heads} heads, ISAB with "
+             f"{args.inducing} inducing points; time is the median of repeats, memory the {memory}.", "",
+             "## SAB vs ISAB", "", "| n | SAB ms | ISAB ms | SAB/ISAB time | SAB MiB | ISAB MiB | SAB/ISAB memory |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    sab = SAB(args.dim, args.dim, args.heads).to(device)
+    isab = ISAB(args.dim, args.dim, args.heads, args.inducing).to(device)
+    sab_note, n = "", 256
+    while n <= args.max_n:
+        x = torch.randn(1, n, args.dim, device=device)
+        repeats = 3 if n <= 4096 else 1
+        isab_t, isab_m = measure(set_block_pass(isab, x), device, repeats)
+        sab_cell = ["skipped"] * 2 + ["-"] * 2
+        if not sab_note:
+            try:
+                sab_t, sab_m = measure(set_block_pass(sab, x), device, repeats)
+                sab_cell = [f"{sab_t * 1e3:.1f}", f"{sab_t / isab_t:.1f}x", f"{sab_m:.0f}", f"{sab_m / max(isab_m, 1e-3):.1f}x"]
+                if sab_t > args.sab_seconds:
+                    sab_note = f"SAB stopped after n={n}: a pass took {sab_t:.1f} s (> {args.sab_seconds} s cap)"
+            except torch.OutOfMemoryError:
+                sab_note = f"SAB ran out of memory at n={n}"
+                sab_cell = ["OOM"] * 2 + ["-"] * 2
+        lines.append(f"| {n} | {sab_cell[0]} | {isab_t * 1e3:.1f} | {sab_cell[1]} | {sab_cell[2]} | {isab_m:.0f} | "
+                     f"{sab_cell[3]} |")
+        print(lines[-1], flush=True)
+        n *= 2
+    if sab_note:
+        lines += ["", sab_note + "."]
+    lines += ["", "## SDPA vs naive softmax(QKᵀ/√d)V", "",
+              f"q, k, v of shape (1, {args.heads}, n, {args.dim // args.heads}), forward+backward.", "",
+              "| n | SDPA ms | naive ms | naive/SDPA time | SDPA MiB | naive MiB | naive/SDPA memory |",
+              "|---:|---:|---:|---:|---:|---:|---:|"]
+    for n in (256, 1024, 4096):
+        q, k, v = (torch.randn(1, args.heads, n, args.dim // args.heads, device=device, requires_grad=True)
+                   for _ in range(3))
+        fused_t, fused_m = measure(attention_pass(F.scaled_dot_product_attention, q, k, v), device, 3)
+        naive_t, naive_m = measure(attention_pass(naive_attention, q, k, v), device, 3)
+        lines.append(f"| {n} | {fused_t * 1e3:.1f} | {naive_t * 1e3:.1f} | {naive_t / fused_t:.1f}x | {fused_m:.0f} | "
+                     f"{naive_m:.0f} | {naive_m / max(fused_m, 1e-3):.1f}x |")
+        print(lines[-1], flush=True)
+    OUT.write_text("\n".join(lines) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""The shared attention core: parity with a naive attention, invariances, masks, CBAM insertion, set tasks."""
+import json
+import math
+
+import pytest
+import timm
+import torch
+import torchvision
+from torch import nn
+
+from hub.attention import (CBAM, ISAB, PMA, SAB, CrossAttention, DualCrossAttention, MultiHeadAttention,
+                           SetTransformer, SlotAttention, attention, insert_cbam)
+from hub.attention.set_tasks import DeepSets
+from hub.training import train
+
+torch.set_num_threads(2)
+
+
+def naive_attention(q, k, v, mask=None):
+    """softmax(q kᵀ / √d) v, written out; ``mask`` True = attend."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+def _mask(lengths, size):
+    return torch.arange(size)[None, :] < torch.tensor(lengths)[:, None]  # (B, N)
+
+
+def _set_models():
+    return {"sab": SetTransformer(3, 2, 5, dim_hidden=16, num_heads=2, layer_norm=True),
+            "isab": SetTransformer(3, 2, 5, dim_hidden=16, num_heads=2, num_inds=4, layer_norm=True)}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+# ---- parity -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_attention_matches_naive_float64(need_weights):
+    q, k, v = (torch.randn(2, 3, n, 8, dtype=torch.float64) for n in (5, 7, 7))
+    mask = _mask([7, 4], 7)[:, None, None, :]  # (B, 1, 1, Lk)
+    for m in (None, mask):
+        out, weights = attention(q, k, v, m, need_weights=need_weights)
+        torch.testing.assert_close(out, naive_attention(q, k, v, m), rtol=0, atol=1e-5)
+        assert (weights is not None) == need_weights
+
+
+def test_multi_head_attention_matches_naive_float64():
+    mha = MultiHeadAttention(12, num_heads=3, dim_kv=5).double()
+    x, ctx = torch.randn(2, 4, 12, dtype=torch.float64), torch.randn(2, 6, 5, dtype=torch.float64)
+    key_mask = _mask([6, 2], 6)
+    out, weights = mha(x, ctx, key_mask, need_weights=True)
+    heads = lambda t: t.view(2, -1, 3, 4).transpose(1, 2)  # noqa: E731  (B, L, 12) -> (B, 3, L, 4)
+    expected = naive_attention(heads(mha.q_proj(x)), heads(mha.k_proj(ctx)), heads(mha.v_proj(ctx)),
+                               key_mask[:, None, None, :])
+    expected = mha.out_proj(expected.transpose(1, 2).reshape(2, 4, 12))
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(mha(x, ctx, key_mask)[0], expected, rtol=0, atol=1e-5)  # the SDPA path
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64))
+    assert weights[1, :, :, 2:].abs().max() == 0
+
+
+def test_fully_masked_rows_and_empty_keys_are_finite():
+    q = torch.randn(2, 1, 3, 4)
+    mask = torch.zeros(2, 1, 1, 5, dtype=torch.bool)
+    mask[0, ..., :2] = True
+    for need_weights in (False, True):
+        out, _ = attention(q, torch.randn(2, 1, 5, 4), torch.randn(2, 1, 5, 4), mask, need_weights=need_weights)
+        assert torch.isfinite(out).all() and out[1].abs().max() == 0
+        empty, _ = attention(q, torch.randn(2, 1, 0, 4), torch.randn(2, 1, 0, 4), need_weights=need_weights)
+        assert empty.shape == (2, 1, 3, 4) and empty.abs().max() == 0
+
+
+# ---- Set Transformer --------------------------------------------------------------------------------
+
+def test_set_transformer_shapes_and_gradients():
+    x, mask = torch.randn(3, 9, 3), _mask([9, 5, 1], 9)
+    for model in _set_models().values():
+        out = model(x, mask)
+        assert out.shape == (3, 2, 5)
+        out.square().sum().backward()
+        missing = [n for n, p in model.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+        assert not missing, f"no gradient reaches {missing}"
+    assert PMA(16, num_seeds=3, num_heads=4)(torch.randn(2, 7, 16)).shape == (2, 3, 16)
+
+
+def test_sab_isab_equivariant_pma_set_transformer_invariant():
+    x, perm = torch.randn(2, 10, 16), torch.randperm(10)
+    for block in (SAB(16, 16, num_heads=4), ISAB(16, 16, num_heads=4, num_inds=3)):
+        torch.testing.assert_close(block(x[:, perm]), block(x)[:, perm], rtol=1e-5, atol=1e-5)
+    pma = PMA(16, num_seeds=2, num_heads=4)
+    torch.testing.assert_close(pma(x[:, perm]), pma(x), rtol=1e-5, atol=1e-5)
+    x3 = torch.randn(2, 10, 3)
+    for model in _set_models().values():
+        torch.testing.assert_close(model(x3[:, perm]), model(x3), rtol=1e-5, atol=1e-5)
+
+
+def test_set_transformer_padding_changes_nothing_and_empty_set_is_finite():
+    x, mask = torch.randn(3, 8, 3), _mask([8, 5, 0], 8)
+    noisy = x.clone()
+    noisy[~mask] = 1e3 * torch.randn(int((~mask).sum()), 3)
+    for model in _set_models().values():
+        out = model(x, mask)
+        torch.testing.assert_close(model(noisy, mask), out)
+        torch.testing.assert_close(model(x[1:2, :5]), out[1:2], rtol=1e-5, atol=1e-5)  # the unpadded set
+        assert torch.isfinite(out).all()
+        assert torch.isfinite(model(x[:, :0], mask[:, :0])).all()  # zero-length sets
+
+
+# ---- Slot Attention ---------------------------------------------------------------------------------
+
+def _slots(module, inputs, mask=None):
+    return module(inputs, mask, generator=torch.Generator().manual_seed(3))
+
+
+def test_slot_attention_shapes_gradients_and_masks():
+    module = SlotAttention(8, num_slots=3, dim_slot=16, dim_hidden=32)
+    slots, attn = _slots(module, torch.randn(2, 20, 8))
+    assert slots.shape == (2, 3, 16) and attn.shape == (2, 3, 20)
+    torch.testing.assert_close(attn.sum(1), torch.ones(2, 20))  # softmax over the slots
+    slots.square().sum().backward()
+    missing = [n for n, p in module.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+    assert not missing, f"no gradient reaches {missing}"
+    assert _slots(module, torch.randn(2, 20, 8))[0].shape == (2, 3, 16)
+    assert module(torch.randn(2, 20, 8), num_slots=5)[0].shape == (2, 5, 16)
+
+
+def test_slot_attention_permutation_and_padding():
+    module = SlotAttention(8, num_slots=4, dim_slot=16)
+    x, perm = torch.randn(2, 12, 8), torch.randperm(12)
+    slots, attn = _slots(module, x)
+    slots_p, attn_p = _slots(module, x[:, perm])
+    torch.testing.assert_close(slots_p, slots, rtol=1e-5, atol=1e-5)  # the slot set, same fixed noise
+    torch.testing.assert_close(attn_p, attn[:, :, perm], rtol=1e-5, atol=1e-5)  # masks follow the inputs
+    mask = _mask([12, 7], 12)
+    noisy = x.clone()
+    noisy[~mask] = 50 * torch.randn(int((~mask).sum()), 8)
+    slots_m, attn_m = _slots(module, x, mask)
+    torch.testing.assert_close(_slots(module, noisy, mask)[0], slots_m)
+    torch.testing.assert_close(slots_m[1], _slots(module, x[:, :7])[0][1], rtol=1e-5, atol=1e-5)  # unpadded
+    assert attn_m[1, :, 7:].abs().max() == 0
+    empty_slots, _ = _slots(module, x, torch.zeros(2, 12, dtype=torch.bool))
+    assert torch.isfinite(empty_slots).all()
+
+
+def test_slot_attention_implicit_grad_detaches_the_start():
+    module = SlotAttention(8, num_slots=3, dim_slot=16, implicit_grad=True)
+    _slots(module, torch.randn(2, 10, 8))[0].sum().backward()
+    assert module.slots_mu.grad is None and module.gru.weight_ih.grad.abs().sum() > 0
+
+
+# ---- cross-attention --------------------------------------------------------------------------------
+
+def test_cross_attention_shapes_weights_and_missing_context():
+    layer = CrossAttention(16, dim_context=8, num_heads=4)
+    x, ctx = torch.randn(3, 5, 16), torch.randn(3, 7, 8)
+    ctx_mask = _mask([7, 3, 0], 7)  # the third sample has no context
+    out, weights = layer(x, ctx, ctx_mask, need_weights=True)
+    assert out.shape == (3, 5, 16) and weights.shape == (3, 4, 5, 7)
+    assert torch.isfinite(out).all() and weights[2].abs().max() == 0
+    torch.testing.assert_close(layer(x, ctx, ctx_mask)[0], out, rtol=1e-5, atol=1e-5)  # SDPA path, same math
+    other = layer(x, 1e3 * torch.randn(3, 7, 8), ctx_mask)[0]
+    torch.testing.assert_close(other[2], out[2])  # absent context: B's values do not matter
+    torch.testing.assert_close(layer(x[2:], ctx[2:, :0])[0], out[2:])  # same as a zero-length context
+
+
+@pytest.mark.parametrize("fusion", ["concat", "gate"])
+def test_dual_cross_attention_missing_modality_and_gradients(fusion):
+    fuse = DualCrossAttention(12, 6, dim=16, num_heads=4, fusion=fusion)
+    a, b = torch.randn(3, 9, 12), torch.randn(3, 4, 6)
+    a_mask, b_mask = _mask([9, 9, 0], 9), _mask([4, 0, 2], 4)  # sample 1 lacks B, sample 2 lacks A
+    out, weights = fuse(a, b, a_mask, b_mask, need_weights=True)
+    assert out.shape == (3, fuse.num_features) and torch.isfinite(out).all()
+    assert weights["a_to_b"].shape == (3, 4, 9, 4) and weights["b_to_a"].shape == (3, 4, 4, 9)
+    changed_b = fuse(a, b + 100 * torch.randn_like(b), a_mask, b_mask)
+    torch.testing.assert_close(changed_b[1], out[1])  # B absent: B's values change nothing
+    out.square().sum().backward()
+    missing = [n for n, p in fuse.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+    assert not missing, f"no gradient reaches {missing}"
+
+
+# ---- CBAM -------------------------------------------------------------------------------------------
+
+def test_cbam_maps_in_unit_interval_and_gradients():
+    module = CBAM(32, reduction=8)
+    out, (channel_map, spatial_map) = module(5 * torch.randn(2, 32, 6, 6), need_weights=True)
+    assert out.shape == (2, 32, 6, 6) and channel_map.shape == (2, 32, 1, 1) and spatial_map.shape == (2, 1, 6, 6)
+    for m in (channel_map, spatial_map):
+        assert m.min() >= 0 and m.max() <= 1
+    out.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in module.parameters())
+
+
+@pytest.mark.parametrize("make", [lambda: torchvision.models.resnet18(num_classes=3),
+                                  lambda: timm.create_model("resnet18", num_classes=3),
+                                  lambda: torchvision.models.resnet.ResNet(torchvision.models.resnet.Bottleneck,
+                                                                           [1, 1, 1, 1], num_classes=3)],
+                         ids=["torchvision_resnet18", "timm_resnet18", "torchvision_bottleneck"])
+def test_insert_cbam_into_every_residual_block(make):
+    model = make()
+    blocks = [m for m in model.modules() if type(m).__name__ in ("BasicBlock", "Bottleneck")]
+    insert_cbam(model, reduction=16)
+    assert sum(isinstance(m, CBAM) for m in model.modules()) == len(blocks) > 0
+    assert model(torch.randn(1, 3, 32, 32)).shape == (1, 3)
+    with pytest.raises(TypeError, match="inserted already"):
+        insert_cbam(model)
+    with pytest.raises(TypeError, match="ResNet"):
+        insert_cbam(nn.Linear(2, 2))
+
+
+# ---- learning ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["sab", "isab", "deep_sets"])
+def test_set_models_overfit_eight_sets(name):
+    model = _set_models()[name] if name != "deep_sets" else DeepSets(3, 2, 5, dim_hidden=32)
+    x, mask = torch.randn(8, 6, 3), _mask([6, 5, 4, 3, 6, 2, 1, 6], 6)
+    target = torch.randn(8, 2, 5)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    first = None
+    for _ in range(150):
+        loss = (model(x, mask) - target).square().mean()
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.1 * first, (first, loss.item())
+
+
+@pytest.mark.parametrize("recipe", ["set_max_sab", "set_max_isab", "clustering_sab", "clustering_isab"])
+def test_set_task_recipe_smoke(repo, tmp_path, recipe):
+    run = train(str(repo / "recipes" / "core" / f"{recipe}.yaml"),
+                ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "data.args.num_train=16",
+                 "data.args.num_val=8", "data.args.num_test=8", "data.args.batch_size=8", f"output_dir={tmp_path}"],
+                progress=False)
+    test = json.loads((run / "metrics.json").read_text())["test"]
+    keys = ("test/ll", "test/oracle_ll") if recipe.startswith("clustering") else ("test/mae", "test/rmse")
+    assert all(math.isfinite(test[k]) for k in keys), test
