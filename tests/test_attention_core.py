@@ -13,8 +13,6 @@ from hub.attention import (CBAM, ISAB, PMA, SAB, CrossAttention, DualCrossAttent
 from hub.attention.set_tasks import DeepSets
 from hub.training import train
 
-torch.set_num_threads(2)
-
 
 def naive_attention(q, k, v, mask=None):
     """softmax(q kᵀ / √d) v, written out; ``mask`` True = attend."""
@@ -206,7 +204,7 @@ def test_insert_cbam_into_every_residual_block(make):
     blocks = [m for m in model.modules() if type(m).__name__ in ("BasicBlock", "Bottleneck")]
     insert_cbam(model, reduction=16)
     assert sum(isinstance(m, CBAM) for m in model.modules()) == len(blocks) > 0
-    assert model(torch.randn(1, 3, 32, 32)).shape == (1, 3)
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 3)
     with pytest.raises(TypeError, match="inserted already"):
         insert_cbam(model)
     with pytest.raises(TypeError, match="ResNet"):
@@ -222,7 +220,7 @@ def test_set_models_overfit_eight_sets(name):
     target = torch.randn(8, 2, 5)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     first = None
-    for _ in range(150):
+    for _ in range(80):
         loss = (model(x, mask) - target).square().mean()
         first = first if first is not None else loss.item()
         optimizer.zero_grad()
