@@ -118,12 +118,23 @@ def cmd_predict(args) -> int:
     out_file = open(args.out, "w", newline="") if args.out else None
     writer = csv.writer(out_file) if out_file else None
     k = args.top_k
-    if writer:
+    regression = card.task.endswith("regression")  # outputs are values, printed as they are
+    if writer and not regression:
         writer.writerow(["file"] + [c for i in range(1, k + 1) for c in (f"class_{i}", f"prob_{i}")])
     try:
         with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
                                           file=sys.stderr) as bar:
             for names, logits in predict_logits(card, model, args.files, args.batch_size):
+                if regression:
+                    values = logits.float().reshape(len(names), -1)  # (B, outputs)
+                    if writer and bar.n == 0:
+                        writer.writerow(["file"] + [f"output_{i}" for i in range(values.shape[1])])
+                    for name, row in zip(names, values.tolist()):
+                        print(name + "  " + "  ".join(f"{v:.3f}" for v in row))
+                        if writer:
+                            writer.writerow([name] + [f"{v:.6f}" for v in row])
+                    bar.update(len(names))
+                    continue
                 probs = logits.float().softmax(-1)
                 top = probs.topk(min(k, probs.shape[-1]), dim=-1)
                 for name, values, indices in zip(names, top.values.tolist(), top.indices.tolist()):
@@ -185,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_eval)
 
-    p = sub.add_parser("predict", help="predict files, one line per file: name, then top-k classes and probabilities")
+    p = sub.add_parser("predict", help="predict files, one line per file: name, then top-k classes and probabilities "
+                       "(regression models: the predicted values)")
     p.add_argument("name", help="pretrained tag or run folder")
     p.add_argument("files", nargs="+", help="input files (images, ...)")
     p.add_argument("--top-k", type=int, default=3, help="how many classes to print per file (default 3)")

@@ -1,0 +1,195 @@
+"""timeseries/: RUL models (shapes, gradients, overfit, bad input), the C-MAPSS FD001 pipeline, the NASA
+score, the shipped weights against their card, the forecast plot, sensor-CSV adapters and recipe smoke runs."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import hub
+from hub.cli import main
+from hub.errors import DataError
+from hub.registry import get_dataset_entry
+from hub.training import evaluate, train
+from timeseries.rul_data import read_cmapss_units, rul_targets
+from timeseries.rul_forecast import data_of_card, plot_rul_forecast
+from timeseries.rul_task import NASAScore
+from timeseries.sensor_csv import read_unit_csv
+
+RUL_FAMILIES = ["rul_attention", "rul_attention_gru"]
+TINY = {"num_sensors": 5, "window": 8, "horizon": 3, "dim": 16, "num_heads": 2}
+FD001_SENSORS = ["s2", "s3", "s4", "s7", "s8", "s9", "s11", "s12", "s13", "s14", "s15", "s17", "s20", "s21"]
+
+
+@pytest.fixture(scope="module")
+def fd001():
+    data = get_dataset_entry("cmapss_fd001").builder()
+    data.setup()
+    return data
+
+
+@pytest.mark.parametrize("family", RUL_FAMILIES)
+def test_forward_shapes_attention_maps_and_head(family):
+    model = hub.create_model(family, **TINY)
+    x = torch.rand(4, 8, 5)
+    out = model(x)
+    assert out.shape == (4, 3) and torch.isfinite(out).all()
+    maps = model.attention_maps(x)
+    assert maps and all(torch.isfinite(w).all() for w in maps.values())
+    if family == "rul_attention":
+        assert maps["time_0"].shape == (4, 2, 8, 8) and maps["sensor_pool"].shape == (4, 2, 1, 5)
+    assert model.forward_head(model.forward_features(x), pre_logits=True).shape == (4, model.num_features)
+    model.reset_classifier(7)
+    assert model(x).shape == (4, 7)
+
+
+@pytest.mark.parametrize("family", RUL_FAMILIES)
+def test_backward_reaches_every_parameter(family):
+    model = hub.create_model(family, **TINY, dropout=0.0)
+    model(torch.rand(4, 8, 5)).square().sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing
+
+
+@pytest.mark.parametrize("family", RUL_FAMILIES)
+def test_overfits_eight_windows(family):
+    torch.manual_seed(0)
+    model = hub.create_model(family, **TINY, dropout=0.0)
+    x, y = torch.rand(8, 8, 5), torch.rand(8, 3) * 100
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    first = None
+    for _ in range(300):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.1 * first
+
+
+@pytest.mark.parametrize("family", RUL_FAMILIES)
+def test_bad_windows_raise_clear_errors(family):
+    model = hub.create_model(family, **TINY)
+    with pytest.raises(DataError, match=r"expected sensor windows of shape \(batch, 8, 5\), got \(2, 8, 6\)"):
+        model(torch.rand(2, 8, 6))
+    x = torch.rand(2, 8, 5)
+    x[1, 3, 2] = float("nan")
+    with pytest.raises(DataError, match="batch 1, cycle 3, sensor 2"):
+        model(x)
+
+
+def test_fd001_pipeline_windows_cap_and_constant_sensors(fd001):
+    assert fd001.sensors == FD001_SENSORS  # the 7 constant sensors (s1 s5 s6 s10 s16 s18 s19) are dropped
+    train = read_cmapss_units("train_FD001.txt")
+    assert len(train) == 100 and sum(len(s) for s in train.values()) == 20631
+    ids = fd001.info["units"]["train"]
+    assert not set(ids) & set(fd001.info["units"]["val"])  # engines, not windows, are held out
+    assert len(fd001.train_set) == sum(len(train[u]) - 29 for u in ids)
+    x, y = fd001.train_set.tensors
+    assert x.shape[1:] == (30, 14) and y.shape[1] == 10
+    assert y.max() == 125 and y.min() == 0 and 0 <= x.min() and x.max() <= 1
+    first = len(train[ids[0]]) - 29  # windows of the first training engine, then the second engine's
+    np.testing.assert_allclose(y[first - 1].numpy(), [0] * 10)  # its last window: failure now
+    assert y[first, 0] == min(125, len(train[ids[1]]) - 30)
+    low, high = np.array(fd001.input_spec["min"]), np.array(fd001.input_spec["max"])
+    raw = train[ids[0]][:30][:, [int(s[1:]) - 1 for s in FD001_SENSORS]]
+    np.testing.assert_allclose(x[0].numpy(), (raw - low) / (high - low), rtol=1e-5, atol=1e-6)
+    tx, ty = fd001.test_set.tensors
+    assert tx.shape == (100, 30, 14)
+    official = np.loadtxt(hub.data.data_dir() / "cmapss" / "RUL_FD001.txt")
+    np.testing.assert_allclose(ty[:, 0].numpy(), np.minimum(official, 125))
+    assert rul_targets(5, 3, 2, rul_cap=1.5).tolist() == [[1.5, 1.0], [1.0, 0.0], [0.0, 0.0]]
+
+
+def test_nasa_score_matches_hand_computed_value():
+    metric = NASAScore()
+    metric.update(torch.tensor([10.0, 20.0]), torch.tensor([15.0, 20.0]))  # d = -5 (early), 0
+    metric.update(torch.tensor([30.0]), torch.tensor([20.0]))  # d = +10 (late)
+    expected = (math.exp(5 / 13) - 1) + 0.0 + (math.exp(10 / 10) - 1)  # 0.469049 + 1.718282
+    assert metric.compute().item() == pytest.approx(expected, rel=1e-9)
+    assert expected == pytest.approx(2.187331, abs=1e-6)
+
+
+def test_shipped_weights_reproduce_their_card():
+    card = hub.model_card("rul_attention.fd001")
+    result = evaluate("rul_attention.fd001", progress=False)
+    for key in ("test/rmse", "test/score"):
+        assert result[key] == pytest.approx(card.metrics[key]["values"][0], rel=1e-3)
+    assert card.metrics["test/rmse"]["n"] == 5
+
+
+def test_forecast_plot_of_trained_model(tmp_path):
+    model = hub.load("rul_attention.fd001")
+    data = data_of_card(model.pretrained_cfg)
+    path = plot_rul_forecast(model, data, tmp_path / "forecast.png", units=[1, 2, 3])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _write_units(folder, units, sensors, drop=None):
+    folder.mkdir()
+    paths = []
+    for unit, series in units.items():
+        path = folder / f"unit{unit}.csv"
+        columns = ["cycle"] + [s for s in sensors if s != drop]
+        rows = [",".join(columns)]
+        for cycle, values in enumerate(series, start=1):
+            rows.append(",".join([str(cycle)] + [repr(values[int(s[1:]) - 1]) for s in sensors if s != drop]))
+        path.write_text("\n".join(rows) + "\n")
+        paths.append(path)
+    return paths
+
+
+def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
+    test = read_cmapss_units("test_FD001.txt")
+    paths = _write_units(tmp_path / "units", {u: test[u] for u in (1, 2)}, FD001_SENSORS)
+    assert main(["predict", "rul_attention.fd001", *map(str, paths), "--no-progress", "--out", str(tmp_path / "p.csv")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and len(lines[0].split()) == 11  # file + 10 forecast values
+    model = hub.load("rul_attention.fd001")
+    data = data_of_card(model.pretrained_cfg)
+    expected = model(data.test_set.tensors[0][:1])[0, 0].item()
+    assert float(lines[0].split()[1]) == pytest.approx(expected, abs=1e-2)
+
+
+def test_sensor_csv_errors(tmp_path, capsys):
+    test = read_cmapss_units("test_FD001.txt")
+    missing = _write_units(tmp_path / "missing", {1: test[1]}, FD001_SENSORS, drop="s7")[0]
+    assert main(["predict", "rul_attention.fd001", str(missing), "--no-progress"]) == 2
+    assert "missing ['s7']" in capsys.readouterr().err
+    short = _write_units(tmp_path / "short", {1: test[1][:12]}, FD001_SENSORS)[0]
+    assert main(["predict", "rul_attention.fd001", str(short), "--no-progress"]) == 2
+    assert "12 cycles, fewer than the model's window of 30" in capsys.readouterr().err
+    full = _write_units(tmp_path / "full", {1: test[1]}, FD001_SENSORS)[0]
+    text = full.read_text().splitlines()
+    text[3] = text[3].rsplit(",", 1)[0] + ",nan"  # file row 4 (row 1 is the header)
+    nan = tmp_path / "nan.csv"
+    nan.write_text("\n".join(text))
+    assert main(["predict", "rul_attention.fd001", str(nan), "--no-progress"]) == 2
+    assert "row 4 column 's21'" in capsys.readouterr().err
+    gap = tmp_path / "gap.csv"
+    text = short.read_text().splitlines()
+    gap.write_text("\n".join(text[:5] + text[6:]))
+    with pytest.raises(DataError, match="no gaps"):
+        read_unit_csv(gap, FD001_SENSORS, window=5)
+
+
+@pytest.mark.slow
+def test_finetune_on_sensor_csv_folder(tmp_path):
+    train_units = read_cmapss_units("train_FD001.txt")
+    folder = tmp_path / "units"
+    _write_units(folder, {u: train_units[u] for u in range(1, 8)}, FD001_SENSORS)
+    assert main(["finetune", "rul_attention.fd001", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=1", "--no-progress"]) == 0
+    (run,) = (tmp_path / "runs").glob("finetune-rul_attention/*")
+    card = hub.model_card(str(run))
+    assert card.input_spec["sensors"] == FD001_SENSORS and card.metrics["test/rmse"]["mean"] < 125
+
+
+@pytest.mark.parametrize("recipe", ["rul_attention_fd001", "rul_attention_gru_fd001"])
+def test_recipe_smoke_run(repo, tmp_path, recipe):
+    run = train(str(repo / "recipes" / "timeseries" / f"{recipe}.yaml"),
+                ["trainer.max_epochs=1", "trainer.limit_train_batches=3", "trainer.limit_val_batches=2",
+                 f"output_dir={tmp_path}"], progress=False)
+    card = hub.model_card(str(run))
+    assert card.input_spec["kind"] == "sensor_series" and card.model_args["num_sensors"] == 14
+    assert math.isfinite(card.metrics["test/rmse"]["mean"])

@@ -1,0 +1,104 @@
+"""RUL trajectories and forecasts of test units, and their plot (predicted vs true RUL per unit).
+
+For each unit the model slides over its whole observed history (the RUL estimated at every cycle), and
+from the last observed window forecasts the RUL over the next ``horizon`` cycles (the ForeNet idea:
+a forward window for maintenance planning). True values are the piecewise-linear RUL capped at the
+data's ``rul_cap``, counted back from the official RUL after the last cycle.
+
+    python -m timeseries.rul_forecast rul_attention.fd001 --out forecast.png
+    python -m timeseries.rul_forecast /tmp/ts_runs/rul_attention_fd001/RUN   # -> RUN/rul_forecast.png
+"""
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hub.cards import atomic_write_bytes
+from timeseries.rul_data import RULWindowData, rul_targets, sliding_windows
+
+
+def rul_trajectories(model: torch.nn.Module, data: RULWindowData, units: list[int]) -> dict[int, dict[str, np.ndarray]]:
+    """Per unit: ``cycles`` (N,), ``estimate`` and ``truth`` (N,) of the RUL now at each window end, and
+    ``forecast``/``forecast_truth`` (horizon,) from the last window at ``forecast_cycles``."""
+    out = {}
+    model.eval()
+    for unit in units:
+        series = data.test_units[unit]  # (L, S), scaled
+        windows = torch.from_numpy(sliding_windows(series, data.window))  # (N, window, S)
+        with torch.inference_mode():
+            pred = model(windows).numpy()  # (N, horizon)
+        truth = rul_targets(len(series), data.window, pred.shape[1], data.rul_cap,
+                            data.test_rul_at_end.get(unit, 0.0))  # (N, horizon)
+        last = len(series)
+        out[unit] = {"cycles": np.arange(data.window, last + 1), "estimate": pred[:, 0], "truth": truth[:, 0],
+                     "forecast_cycles": last + np.arange(pred.shape[1]), "forecast": pred[-1],
+                     "forecast_truth": truth[-1]}
+    return out
+
+
+def plot_rul_forecast(model: torch.nn.Module, data: RULWindowData, path: str | Path, units: list[int] | None = None,
+                      max_units: int = 6) -> Path:
+    """Write a PNG with one panel per unit: true and estimated RUL over the history, then the forecast."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    units = list(units) if units else sorted(data.test_units)[:max_units]
+    trajectories = rul_trajectories(model, data, units)
+    columns = min(3, len(units))
+    rows = -(-len(units) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.0 * rows), squeeze=False)
+    for ax, unit in zip(axes.flat, units):
+        t = trajectories[unit]
+        ax.plot(t["cycles"], t["truth"], color="black", label="true RUL")
+        ax.plot(t["cycles"], t["estimate"], color="tab:blue", label="estimated")
+        ax.plot(t["forecast_cycles"], t["forecast_truth"], color="black", linestyle=":")
+        ax.plot(t["forecast_cycles"], t["forecast"], color="tab:orange", marker=".", label="forecast")
+        ax.set_title(f"unit {unit}")
+        ax.set_xlabel("cycle")
+        ax.set_ylabel("RUL (cycles)")
+    for ax in list(axes.flat)[len(units):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    path = Path(path)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
+def data_of_card(card) -> RULWindowData:
+    """The (set-up) data module named by a model card, as ``hub.training.evaluate`` builds it."""
+    from hub.recipe import check_builder_args
+    from hub.registry import get_dataset_entry
+
+    entry = get_dataset_entry(card.data["name"])
+    data = entry.builder(**check_builder_args(entry.builder, card.data.get("args", {}), "data.args"))
+    data.setup("test")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="plot predicted vs true RUL of test units")
+    parser.add_argument("name", help="pretrained tag or run folder of an RUL model")
+    parser.add_argument("--out", help="PNG path (default: RUN/rul_forecast.png, or NAME-rul_forecast.png)")
+    parser.add_argument("--units", type=int, nargs="*", help="test unit numbers (default: the first 6)")
+    args = parser.parse_args(argv)
+    import hub
+
+    model = hub.load(args.name)
+    is_run = Path(args.name, "card.json").is_file()
+    out = args.out or (Path(args.name) / "rul_forecast.png" if is_run else f"{args.name}-rul_forecast.png")
+    print(plot_rul_forecast(model, data_of_card(model.pretrained_cfg), out, args.units))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
