@@ -243,10 +243,29 @@ def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
                               f"has {name}={value}")
         args[name] = value
     if recipe.model.init_from:
-        model = load(recipe.model.init_from, **args)
+        model = _init_from(recipe.model.init_from, recipe.model.name, args)
         model.train()
         return model
     return create_model(recipe.model.name, **args)
+
+
+def _init_from(name: str, family: str, args: dict[str, Any]) -> torch.nn.Module:
+    """Start from pretrained weights. When the data changes another dimension than ``num_classes`` (e.g.
+    ``in_channels``: a graph with other node features), the tensors that no longer fit are trained fresh."""
+    from hub.models import create_model, load, model_card
+
+    card_args = model_card(name).model_args
+    changed = sorted(k for k, v in args.items() if k != "num_classes" and k in card_args and card_args[k] != v)
+    if not changed:
+        return load(name, **args)
+    pretrained = load(name).state_dict()  # verified against the card's sha256
+    model = create_model(family, **args)
+    own = model.state_dict()
+    kept = {k: v for k, v in pretrained.items() if k in own and own[k].shape == v.shape}
+    model.load_state_dict(kept, strict=False)
+    log.warning("%s: %s differ from the card's %s; trained fresh: %s", name,
+                {k: args[k] for k in changed}, {k: card_args[k] for k in changed}, sorted(set(own) - set(kept)))
+    return model
 
 
 def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes, name: str,
