@@ -193,3 +193,105 @@ def test_recipe_smoke_run(repo, tmp_path, recipe):
     card = hub.model_card(str(run))
     assert card.input_spec["kind"] == "sensor_series" and card.model_args["num_sensors"] == 14
     assert math.isfinite(card.metrics["test/rmse"]["mean"])
+
+
+# ---- traffic: TESTAM, the GRU baseline, Los-loop and the road graphs ---------------------------------
+
+TRAFFIC_TINY = {"num_nodes": 5, "input_steps": 12, "output_steps": 12}
+
+
+def _traffic_batch(batch=4, nodes=5):
+    x = torch.rand(batch, 12, nodes, 2)
+    return x, torch.rand(batch, 12, nodes) * 60 + 5
+
+
+@pytest.mark.parametrize("family", ["testam", "traffic_gru"])
+def test_traffic_models_shapes_gradients_and_overfit(family):
+    torch.manual_seed(0)
+    if family == "testam":  # a ring road, so every node has neighbours besides itself
+        from timeseries.testam import TESTAM
+
+        ring = torch.roll(torch.eye(5), 1, dims=1) + torch.roll(torch.eye(5), -1, dims=1)
+        model = TESTAM(5, ring, 12, 12, dim=16, num_heads=2, speed_mean=40.0, speed_std=10.0)
+    else:
+        model = hub.create_model(family, **TRAFFIC_TINY, speed_mean=40.0, speed_std=10.0)
+    x, y = _traffic_batch(8)
+    out = model(x)
+    assert out.shape == (8, 12, 5) and torch.isfinite(out).all()
+    loss = model.loss(x, y)[0] if family == "testam" else (out - y).abs().mean()
+    loss.backward()
+    assert not [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    first = None
+    for _ in range(300):
+        loss = (model(x) - y).square().mean() if family == "traffic_gru" else \
+            sum((out - y).square().mean() for out in model.forward_experts(x)[0])
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.1 * first
+    with pytest.raises(DataError, match=r"expected traffic input of shape \(batch, 12, 5, 2\)"):
+        model(torch.rand(2, 12, 6, 2))
+    bad = x.clone()
+    bad[0, 0, 0, 0] = float("inf")
+    with pytest.raises(DataError, match="NaN or inf"):
+        model(bad)
+
+
+def test_testam_router_learns_pseudo_labels_and_routes():
+    from timeseries.testam import TESTAM
+
+    torch.manual_seed(0)
+    model = hub.create_model("testam", **TRAFFIC_TINY, graph="")
+    x, y = _traffic_batch()
+    outs, logits = model.forward_experts(x)
+    assert outs.shape == (3, 4, 12, 5) and logits.shape == (4, 5, 3)
+    assert torch.allclose(model.routing(x).sum(-1), torch.ones(4, 5))
+    chosen = TESTAM.route(outs, logits)
+    best = logits.argmax(-1)  # (B, N)
+    assert torch.equal(chosen[1, :, 2], outs[best[1, 2], 1, :, 2])
+
+
+def test_road_graphs_load_with_hash_and_restricted_unpickler(tmp_path):
+    import pickle
+
+    from timeseries.traffic_data import read_adj_pickle, road_graph
+
+    assert road_graph("los_loop").shape == (207, 207) and (road_graph("los_loop") > 0).sum() == 2833
+    assert road_graph("metr_la").shape == (207, 207) and (road_graph("metr_la") > 0).sum() == 1722
+    assert road_graph("pems_bay").shape == (325, 325) and (road_graph("pems_bay") > 0).sum() == 2694
+
+    class Exploit:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    evil = tmp_path / "adj_mx.pkl"
+    evil.write_bytes(pickle.dumps([["a"], {"a": 0}, Exploit()]))
+    with pytest.raises(DataError, match="refusing to unpickle builtins.print"):
+        read_adj_pickle(evil)
+    with pytest.raises(hub.WeightsError, match="sha256 mismatch"):
+        read_adj_pickle(evil, sha256="0" * 64)
+
+
+def test_los_loop_split_and_baselines():
+    from timeseries.traffic_data import baseline_forecasts
+
+    data = get_dataset_entry("los_loop").builder()
+    data.setup()
+    assert data.info["samples"] == [1395, 199, 399]  # 1993 samples, chronological 70/10/20
+    x, y = data.test_set.tensors
+    assert x.shape == (399, 12, 207, 2) and y.shape == (399, 12, 207)
+    assert data.splits["train"][0][-1, -1] < data.splits["test"][0][0, 12]  # test targets come after training
+    forecasts = baseline_forecasts(data)
+    np.testing.assert_allclose(forecasts["last_value"][:, 5], data.speed[data.splits["test"][0][:, 11]])
+    assert forecasts["historical_average"].shape == (399, 12, 207)
+
+
+@pytest.mark.parametrize("recipe", ["testam_los_loop", "traffic_gru_los_loop"])
+def test_traffic_recipe_smoke_run(repo, tmp_path, recipe):
+    run = train(str(repo / "recipes" / "timeseries" / f"{recipe}.yaml"),
+                ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
+                 "data.args.batch_size=8", f"output_dir={tmp_path}"], progress=False)
+    card = hub.model_card(str(run))
+    assert card.model_args["num_nodes"] == 207 and math.isfinite(card.metrics["test/mae_15"]["mean"])

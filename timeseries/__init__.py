@@ -1,3 +1,5 @@
 """Time-series models: remaining-useful-life forecasting on NASA C-MAPSS (attention over cycles and
-sensors, attention GRU) and the user sensor-CSV adapters."""
-from timeseries import attention_gru, rul_attention, rul_data, rul_task, sensor_csv  # noqa: F401  (registers)
+sensors, attention GRU), the TESTAM traffic mixture of experts with a GRU baseline, and the user
+sensor-CSV adapters."""
+from timeseries import (attention_gru, rul_attention, rul_data, rul_task, sensor_csv, testam,  # noqa: F401
+                        traffic_data, traffic_gru)  # (importing registers the models, datasets and tasks)

@@ -1,0 +1,229 @@
+"""Traffic speed forecasting data: Los-loop (T-GCN) and the METR-LA / PEMS-BAY road graphs (DCRNN).
+
+Los-loop: 207 loop detectors of Los Angeles highways, 2016 five-minute steps (7 days), with a weighted
+road adjacency (Zhao et al., T-GCN, IEEE T-ITS 2019). Samples are 12 steps in, 12 steps out, split
+chronologically 70/10/20 over the samples (as DCRNN and the TESTAM paper do). Inputs are z-scored with
+the training mean/std and carry the time of day; targets stay in mph.
+
+Batches: x (B, 12, N, 2) = [z-scored speed, time of day in [0, 1)], y (B, 12, N) mph.
+Metrics (task ``traffic-forecast``): MAE, RMSE and MAPE at 15, 30 and 60 minutes (steps 3, 6, 12) and MAE
+over all steps, with zero targets masked, as the traffic literature does.
+
+Road graphs: :func:`road_graph` gives the (N, N) adjacency of ``los_loop``, ``metr_la`` or ``pems_bay``.
+DCRNN ships METR-LA / PEMS-BAY graphs as Python pickles, which can run code when loaded. They are read
+only after their full sha256 matches the one in PROVENANCE.md, and then with a restricted unpickler
+that resolves nothing but numpy's array reconstruction (both checks: a file that passes the hash is
+the known one; the restricted unpickler keeps a user's own ``adj_mx.pkl`` from running code).
+"""
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchmetrics
+from torch.utils.data import TensorDataset
+
+from hub.data import HubDataModule, data_dir
+from hub.errors import DataError
+from hub.tasks import Task, register_task
+from hub.registry import register_dataset
+from hub.weights import read_verified
+
+STEPS_PER_DAY = 288  # five-minute steps
+HORIZONS = {"15": 3, "30": 6, "60": 12}  # minutes -> output step (1-based)
+GRAPH_FILES = {  # name -> (folder, file, sha256)
+    "los_loop": ("los_loop", "los_adj.csv", "7a6eb41e10677992b5af50f5ab187c6c05c5c3a92cb973950cfddbf857361e76"),
+    "metr_la": ("metr_la_graph", "adj_mx.pkl", "a35687c6e15aa228dc45027b0ed2a0ea0f4ec78f573deb992c595092d12f61b3"),
+    "pems_bay": ("pems_bay_graph", "adj_mx_bay.pkl", "116275f5704d0d492018e14c047f7ae5004385b450aa907f88424055a4a97370"),
+}
+LOS_SPEED_SHA256 = "7b732d86ae32b2930595becba28aff39dacbfb2197e250fc0332e1744ce2cbf4"
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Resolves only numpy's ndarray reconstruction; any other global (os.system, ...) is refused."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype")}
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self.ALLOWED:
+            raise DataError(f"refusing to unpickle {module}.{name}: graph pickles may hold only lists, dicts, "
+                            "strings and numpy arrays")
+        return super().find_class(module, name)
+
+
+def read_adj_pickle(path: str | Path, sha256: str | None = None) -> tuple[list[str], np.ndarray]:
+    """A DCRNN ``[sensor_ids, id_to_index, adj_mx]`` pickle -> (sensor ids, (N, N) float32 adjacency)."""
+    import io
+
+    data = read_verified(path, sha256)
+    try:
+        content = _ArrayUnpickler(io.BytesIO(data), encoding="latin1").load()
+    except (pickle.UnpicklingError, EOFError, ValueError) as err:
+        raise DataError(f"{path} is not a DCRNN graph pickle: {err}") from None
+    if not (isinstance(content, list) and len(content) == 3 and isinstance(content[2], np.ndarray)):
+        raise DataError(f"{path}: expected [sensor_ids, sensor_id_to_ind, adj_mx], got {type(content).__name__}")
+    ids, _, adj = content
+    return [str(i) for i in ids], check_adjacency(adj.astype(np.float32), len(ids), str(path))
+
+
+def check_adjacency(adj: np.ndarray, num_nodes: int, source: str) -> np.ndarray:
+    if adj.shape != (num_nodes, num_nodes):
+        raise DataError(f"{source}: expected a ({num_nodes}, {num_nodes}) adjacency for {num_nodes} sensors, "
+                        f"got {adj.shape}")
+    if not np.isfinite(adj).all() or (adj < 0).any():
+        raise DataError(f"{source}: adjacency weights must be finite and non-negative")
+    return adj
+
+
+def road_graph(name: str) -> np.ndarray:
+    """The (N, N) weighted road adjacency of ``los_loop`` (207), ``metr_la`` (207) or ``pems_bay`` (325)."""
+    if name not in GRAPH_FILES:
+        raise DataError(f"unknown road graph {name!r}; available: {sorted(GRAPH_FILES)}")
+    folder, file, sha256 = GRAPH_FILES[name]
+    path = data_dir() / folder / file
+    if not path.is_file():
+        raise DataError(f"{path} not found; put the {name} graph files there (see their PROVENANCE.md) "
+                        "or set HUB_DATA_DIR")
+    if file.endswith(".pkl"):
+        return read_adj_pickle(path, sha256)[1]
+    adj = np.loadtxt(read_verified(path, sha256).decode().splitlines(), delimiter=",", dtype=np.float32)
+    return check_adjacency(adj, len(adj), str(path))
+
+
+def masked_errors(pred: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Sums of absolute, squared and relative errors over targets != 0, and their count."""
+    mask = target != 0
+    diff = (pred - target)[mask]
+    return {"abs": diff.abs().sum(), "sq": diff.square().sum(), "rel": (diff.abs() / target[mask].abs()).sum(),
+            "count": mask.sum()}
+
+
+class MaskedForecastError(torchmetrics.Metric):
+    """``mae``, ``rmse`` or ``mape`` (in %) at one output step (1-based) or over all steps (``step=None``),
+    ignoring zero targets (missing readings in the traffic datasets)."""
+
+    full_state_update = False
+    higher_is_better = False
+
+    def __init__(self, kind: str, step: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.kind, self.step = kind, step
+        for name in ("abs", "sq", "rel", "count"):
+            self.add_state(name, default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+        if self.step is not None:
+            preds, target = preds[:, self.step - 1], target[:, self.step - 1]  # (B, N)
+        for name, value in masked_errors(preds.double(), target.double()).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def compute(self) -> torch.Tensor:
+        count = self.count.clamp(min=1)
+        return {"mae": self.abs / count, "rmse": (self.sq / count).sqrt(), "mape": 100 * self.rel / count}[self.kind]
+
+
+def masked_mae(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    mask = (target != 0).float()
+    return ((pred - target).abs() * mask).sum() / mask.sum().clamp(min=1)
+
+
+@register_task("traffic-forecast")
+class TrafficForecastTask(Task):
+    """Masked MAE loss (or the model's own ``loss(x, y)``, e.g. TESTAM's experts + router); masked MAE/RMSE/MAPE
+    at 15/30/60 minutes."""
+
+    monitor = "val/mae"
+    mode = "min"
+
+    def __init__(self, num_classes: int | None = None):
+        pass
+
+    def metrics(self) -> torchmetrics.MetricCollection:
+        metrics = {"mae": MaskedForecastError("mae")}
+        for minutes, step in HORIZONS.items():
+            for kind in ("mae", "rmse", "mape"):
+                metrics[f"{kind}_{minutes}"] = MaskedForecastError(kind, step)
+        return torchmetrics.MetricCollection(metrics)
+
+    def step(self, model, batch, stage):
+        x, y = batch  # (B, T, N, 2), (B, T, N)
+        if hasattr(model, "loss"):
+            loss, pred = model.loss(x, y)
+        else:
+            pred = model(x)
+            loss = masked_mae(pred, y)
+        return loss, pred.detach(), y
+
+
+class LosLoopData(HubDataModule):
+    """Los-loop speeds as 12-in / 12-out samples, chronological 70/10/20; see the module doc."""
+
+    task = "traffic-forecast"
+
+    def __init__(self, input_steps: int = 12, output_steps: int = 12, val_fraction: float = 0.1,
+                 test_fraction: float = 0.2, batch_size: int = 32, num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        self.input_steps, self.output_steps = input_steps, output_steps
+        self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.mean = self.std = 0.0
+        self.splits: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # raw windows for the baselines
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        path = data_dir() / "los_loop" / "los_speed.csv"
+        if not path.is_file():
+            raise DataError(f"{path} not found; put Los-loop there (see its PROVENANCE.md) or set HUB_DATA_DIR")
+        lines = read_verified(path, LOS_SPEED_SHA256).decode().splitlines()
+        speed = np.loadtxt(lines[1:], delimiter=",", dtype=np.float32)  # (T, N), header = sensor ids
+        steps = np.arange(len(speed))
+        total = self.input_steps + self.output_steps
+        starts = np.arange(len(speed) - total + 1)
+        n_test, n_val = round(len(starts) * self.test_fraction), round(len(starts) * self.val_fraction)
+        parts = {"train": starts[:len(starts) - n_val - n_test], "val": starts[len(starts) - n_val - n_test:len(starts) - n_test],
+                 "test": starts[len(starts) - n_test:]}
+        train_end = parts["train"][-1] + self.input_steps  # speeds seen as inputs of training samples
+        self.mean, self.std = float(speed[:train_end].mean()), float(speed[:train_end].std())
+        features = np.stack([(speed - self.mean) / self.std,
+                             np.broadcast_to((steps % STEPS_PER_DAY / STEPS_PER_DAY)[:, None], speed.shape)], -1)
+        for name, idx in parts.items():
+            window = idx[:, None] + np.arange(total)[None, :]  # (S, T_in + T_out) step indices
+            x = features[window[:, :self.input_steps]].astype(np.float32)  # (S, T_in, N, 2)
+            y = speed[window[:, self.input_steps:]]  # (S, T_out, N)
+            self.splits[name] = (window, y)
+            setattr(self, f"{name}_set", TensorDataset(torch.from_numpy(x), torch.from_numpy(y)))
+        self.speed = speed
+        self.input_spec = {"kind": "traffic_series", "input_steps": self.input_steps, "output_steps": self.output_steps,
+                           "num_nodes": speed.shape[1], "graph": "los_loop", "mean": self.mean, "std": self.std}
+        self.info = {"source": "Los-loop (T-GCN, Zhao et al. 2019; METR-LA sensors, Jagadish et al. 2014)",
+                     "license": "none stated for the data (T-GCN-PyTorch code is MIT)",
+                     "samples": [len(v) for v in parts.values()]}
+
+    def model_args(self):
+        return {"num_nodes": self.speed.shape[1], "input_steps": self.input_steps, "output_steps": self.output_steps,
+                "speed_mean": self.mean, "speed_std": self.std}
+
+
+@register_dataset(task="traffic-forecast")
+def los_loop(input_steps: int = 12, output_steps: int = 12, val_fraction: float = 0.1, test_fraction: float = 0.2,
+             batch_size: int = 32, num_workers: int = 0, seed: int = 0) -> LosLoopData:
+    """Los-loop speeds (207 sensors, 7 days, 5 min), 12 steps in / 12 out, chronological 70/10/20."""
+    return LosLoopData(input_steps, output_steps, val_fraction, test_fraction, batch_size, num_workers, seed)
+
+
+def baseline_forecasts(data: LosLoopData, split: str = "test") -> dict[str, np.ndarray]:
+    """Historical average (mean of the training speeds at the same time of day) and last value.
+
+    Shapes: -> {"historical_average": (S, T_out, N), "last_value": (S, T_out, N)}.
+    """
+    window, _ = data.splits[split]
+    train_end = data.splits["train"][0][-1, data.input_steps - 1] + 1
+    slots = np.arange(train_end) % STEPS_PER_DAY
+    profile = np.stack([data.speed[:train_end][slots == s].mean(0) for s in range(STEPS_PER_DAY)])  # (288, N)
+    future = window[:, data.input_steps:]  # (S, T_out) step indices
+    last = data.speed[window[:, data.input_steps - 1]]  # (S, N)
+    return {"historical_average": profile[future % STEPS_PER_DAY],
+            "last_value": np.repeat(last[:, None], data.output_steps, axis=1)}
