@@ -61,6 +61,12 @@ def test_multi_head_attention_matches_naive_float64():
     torch.testing.assert_close(mha(x, ctx, key_mask)[0], expected, rtol=0, atol=1e-5)  # the SDPA path
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 4, dtype=torch.float64))
     assert weights[1, :, :, 2:].abs().max() == 0
+    allowed = torch.rand(1, 1, 4, 6) > 0.5  # an (Lq, Lk) pattern, e.g. an adjacency, combined with key_mask
+    allowed[..., 0, :] = False  # a query row with nowhere to attend
+    masked = naive_attention(heads(mha.q_proj(x)), heads(mha.k_proj(ctx)), heads(mha.v_proj(ctx)),
+                             key_mask[:, None, None, :] & allowed).nan_to_num()
+    masked = mha.out_proj(masked.transpose(1, 2).reshape(2, 4, 12))
+    torch.testing.assert_close(mha(x, ctx, key_mask, attn_mask=allowed)[0], masked, rtol=0, atol=1e-5)
 
 
 def test_fully_masked_rows_and_empty_keys_are_finite():

@@ -73,7 +73,9 @@ class MultiHeadAttention(nn.Module):
         bias: biases in the projections.
 
     Shapes:
-        query: (B, Lq, dim), context: (B, Lk, dim_kv), key_mask: (B, Lk) bool, True = present
+        query: (B, Lq, dim), context: (B, Lk, dim_kv) (default: the query, self-attention),
+        key_mask: (B, Lk) bool, True = present; attn_mask: bool broadcastable to (B, num_heads, Lq, Lk),
+        True = may attend (e.g. an adjacency as (B|1, 1, Lq, Lk)); both masks combine with AND
         -> out (B, Lq, dim_out), weights (B, num_heads, Lq, Lk) when ``need_weights`` else None.
 
     >>> mha = MultiHeadAttention(16, num_heads=4, dim_kv=8)
@@ -106,9 +108,12 @@ class MultiHeadAttention(nn.Module):
         return x.view(batch, length, self.num_heads, self.dim_attn // self.num_heads).transpose(1, 2)  # (B, L, D) -> (B, H, L, D / H)
 
     def forward(self, query: torch.Tensor, context: torch.Tensor | None = None, key_mask: torch.Tensor | None = None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                need_weights: bool = False, attn_mask: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         context = query if context is None else context
-        mask = key_padding_mask(key_mask, context.shape[0], context.shape[1])
+        mask = key_padding_mask(key_mask, context.shape[0], context.shape[1])  # (B, 1, 1, Lk) or None
+        if attn_mask is not None:  # bool, broadcastable to (B, H, Lq, Lk), True = may attend
+            mask = attn_mask if mask is None else mask & attn_mask
         q = self.split_heads(self.q_proj(query))  # (B, H, Lq, Dh)
         k = self.split_heads(self.k_proj(context))  # (B, H, Lk, Dh)
         v = self.split_heads(self.v_proj(context))  # (B, H, Lk, Dh)
