@@ -1,0 +1,72 @@
+"""Cox partial-likelihood losses for risk models (higher risk = earlier event).
+
+- :func:`cox_loss`: the negative Cox partial log-likelihood (Cox 1972) with Efron's (default) or
+  Breslow's handling of tied event times. torchsurv (``torchsurv.loss.cox.neg_partial_log_likelihood``,
+  a maintained library) implements both tie methods, so this is a thin wrapper around it that also
+  accepts batches without any event (zero loss, gradient kept) and silences torchsurv's per-call
+  warning about ties (survival data in months or days has ties by design). The sum over events is
+  divided by the number of events.
+- :func:`weighted_cox_loss`: the weighted Cox loss of BioFusionNet (Mondol et al., 2024; seeds 002 #38)
+  for imbalanced events: every patient carries a weight (inverse frequency of its event status,
+  :func:`balanced_event_weights`), both in its own term and inside the risk sets,
+  ``-sum_i w_i d_i (h_i - log sum_{j: t_j >= t_i} w_j exp(h_j)) / sum_i w_i d_i``. Ties are handled
+  as Breslow's (every tied event sees the full risk set); torchsurv has no weighted version.
+
+Shapes:
+    risk: (B,) log hazard ratios, time: (B,) float, event: (B,) bool or 0/1 -> scalar loss.
+
+>>> cox_loss(torch.tensor([0.5, 0.0, -0.5]), torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1, 1, 0])).shape
+torch.Size([])
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Literal
+
+import torch
+from torchsurv.loss.cox import neg_partial_log_likelihood
+
+TieMethod = Literal["efron", "breslow"]
+
+
+def cox_loss(risk: torch.Tensor, time: torch.Tensor, event: torch.Tensor, ties: TieMethod = "efron") -> torch.Tensor:
+    """Negative Cox partial log-likelihood, averaged over the events of the batch."""
+    event = event.bool()
+    if not event.any():  # no event: the partial likelihood is empty
+        return risk.sum() * 0.0
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Ties in `time` detected")
+        total = neg_partial_log_likelihood(risk.float(), event, time.float(), ties_method=ties, reduction="sum")
+    return total / event.sum()  # torchsurv's "mean" divides by the distinct event times; this by the events
+
+
+def balanced_event_weights(event: torch.Tensor) -> torch.Tensor:
+    """Inverse-frequency weights ``n / (2 n_status)`` so events and censorings weigh the same in total.
+
+    >>> balanced_event_weights(torch.tensor([1, 0, 0, 0]))
+    tensor([2.0000, 0.6667, 0.6667, 0.6667])
+    """
+    event = event.bool()
+    n_event = event.sum().clamp_min(1)
+    n_censored = (~event).sum().clamp_min(1)
+    return torch.where(event, len(event) / (2.0 * n_event), len(event) / (2.0 * n_censored)).float()
+
+
+def weighted_cox_loss(risk: torch.Tensor, time: torch.Tensor, event: torch.Tensor,
+                      weights: torch.Tensor | None = None) -> torch.Tensor:
+    """BioFusionNet's weighted Cox loss; ``weights`` default to :func:`balanced_event_weights`."""
+    event = event.bool()
+    if not event.any():
+        return risk.sum() * 0.0
+    weights = balanced_event_weights(event) if weights is None else weights.float()
+    risk, time = risk.float(), time.float()
+    order = torch.argsort(time, descending=True)  # latest first: a cumulative sum builds the risk sets
+    risk_sorted, time_sorted, weights_sorted = risk[order], time[order], weights[order]
+    log_weighted_hazard = torch.log(weights_sorted) + risk_sorted  # (B,)
+    log_cumulative = torch.logcumsumexp(log_weighted_hazard, dim=0)  # (B,) over j with t_j >= t_(i), ties aside
+    # Tied times share one risk set: the one that includes every tied patient (the last of the tie in this order).
+    last_of_tie = torch.searchsorted(-time_sorted, -time_sorted, right=True) - 1  # (B,)
+    log_risk_set = log_cumulative[last_of_tie]
+    event_sorted = event[order]
+    terms = weights_sorted * (risk_sorted - log_risk_set)
+    return -(terms[event_sorted].sum() / weights_sorted[event_sorted].sum())

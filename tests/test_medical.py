@@ -1,0 +1,164 @@
+"""Medical survival models: shapes, gradients, overfit, Cox losses by hand, missing modalities, user tables,
+the shipped survival_fusion.metabric weight, the risk-group plot and a recipe smoke run."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import hub
+from hub.errors import DataError
+from medical.losses import cox_loss, weighted_cox_loss
+
+TILES = dict(image_backbone="test_efficientnet", num_image_tokens=2, dim=16, num_heads=2)
+
+
+def _batch(b=6, genes=4, clinical=5, tiles=3):
+    torch.manual_seed(0)
+    return dict(clinical=torch.randn(b, clinical), genes=torch.randn(b, genes),
+                gene_mask=torch.ones(b, genes, dtype=torch.bool), tiles=torch.randn(b, tiles, 3, 32, 32),
+                tiles_mask=torch.ones(b, tiles, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("family,args,keys", [
+    ("survival_fusion", TILES, ("clinical", "genes", "gene_mask", "tiles", "tiles_mask")),
+    ("survival_fusion", dict(dim=16, num_heads=2), ("clinical", "genes", "gene_mask")),
+    ("survival_fusion", dict(num_genes=0, dim=16, num_heads=2), ("clinical",)),
+    ("deepsurv_mlp", dict(num_genes=4), ("clinical", "genes", "gene_mask")),
+])
+def test_forward_shape_and_every_parameter_gets_a_gradient(family, args, keys):
+    model = hub.create_model(family, **args)
+    inputs = {k: v for k, v in _batch().items() if k in keys}
+    risk = model(**inputs)
+    assert risk.shape == (6,) and torch.isfinite(risk).all()
+    assert model.forward_features(**inputs).shape == (6, model.num_features)
+    risk.pow(2).sum().backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
+
+
+def test_missing_modality_is_finite():
+    model = hub.create_model("survival_fusion", **TILES).eval()
+    batch = _batch()
+    batch["gene_mask"][0] = False  # patient 0 has no genes
+    batch["tiles_mask"][1] = False  # patient 1 has no tiles
+    batch["gene_mask"][2], batch["tiles_mask"][2] = False, False  # patient 2 has neither: clinical only
+    assert torch.isfinite(model(**batch)).all()
+    assert torch.isfinite(model(batch["clinical"])).all()  # the whole batch without genes and images
+    no_genes = hub.create_model("survival_fusion", dim=16, num_heads=2).eval()
+    assert torch.isfinite(no_genes(batch["clinical"], gene_mask=torch.zeros(6, 4, dtype=torch.bool),
+                                   genes=batch["genes"])).all()
+
+
+def test_tiny_overfit():
+    torch.manual_seed(0)
+    model = hub.create_model("survival_fusion", dim=16, num_heads=2, dropout=0.0)
+    batch = _batch(b=8)
+    del batch["tiles"], batch["tiles_mask"]
+    time, event = torch.arange(1.0, 9.0), torch.ones(8)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    first = None
+    for _ in range(150):
+        loss = cox_loss(model(**batch), time, event)
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    # the minimum of the Cox loss on 8 distinct times with all events: risk ordering is perfect, loss -> 0
+    assert loss.item() < 0.1 * first
+
+
+def test_cox_losses_match_hand_computed_values_with_ties():
+    h = torch.tensor([0.5, 0.0, -0.5, 0.2])
+    time, event = torch.tensor([1.0, 1.0, 2.0, 3.0]), torch.tensor([1, 1, 1, 0])
+    r = [math.exp(v) for v in h.tolist()]
+    s = sum(r)
+    # t=1: two tied events, risk set {0,1,2,3}; t=2: one event, risk set {2,3}; 3 events in all
+    breslow = -((0.5 + 0.0 - 2 * math.log(s)) + (-0.5 - math.log(r[2] + r[3]))) / 3
+    efron = -((0.5 + 0.0 - math.log(s) - math.log(s - 0.5 * (r[0] + r[1]))) + (-0.5 - math.log(r[2] + r[3]))) / 3
+    assert cox_loss(h, time, event, ties="breslow").item() == pytest.approx(breslow, rel=1e-5)
+    assert cox_loss(h, time, event, ties="efron").item() == pytest.approx(efron, rel=1e-5)
+    assert weighted_cox_loss(h, time, event, torch.ones(4)).item() == pytest.approx(breslow, rel=1e-5)
+    # balanced weights: events 3/4 of the batch -> weight 4/6, the censored one 4/2
+    w = [4 / 6, 4 / 6, 4 / 6, 2.0]
+    ws = sum(wi * ri for wi, ri in zip(w, r))
+    weighted = -(w[0] * (0.5 - math.log(ws)) + w[1] * (0.0 - math.log(ws))
+                 + w[2] * (-0.5 - math.log(w[2] * r[2] + w[3] * r[3]))) / (3 * 4 / 6)
+    assert weighted_cox_loss(h, time, event).item() == pytest.approx(weighted, rel=1e-5)
+    assert cox_loss(h, time, torch.zeros(4)).item() == 0.0  # no event: empty partial likelihood
+
+
+def _table(tmp_path, rows, header="T,E,g1,g2,age"):
+    path = tmp_path / "my.csv"
+    path.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return str(path)
+
+
+GOOD = [f"{10 + i},{i % 2},{i * 0.1},{1 - i * 0.05},{40 + i}" for i in range(30)]
+
+
+@pytest.mark.parametrize("rows,args,message", [
+    (GOOD[:-1] + ["-3,1,0.1,0.2,50"], {}, "negative times"),
+    (GOOD[:-1] + [",1,0.1,0.2,50"], {}, "missing or non-numeric"),
+    (GOOD[:-1] + ["12,2,0.1,0.2,50"], {}, "must hold 0 (censored) or 1"),
+    ([r.split(",")[0] + ",0," + ",".join(r.split(",")[2:]) for r in GOOD], {}, "has no events"),
+    (GOOD, {"gene_cols": ["g1", "g9"]}, "missing columns"),
+    (GOOD, {"time_col": "time"}, "time column (data.args.time_col): ['time']"),
+    (GOOD, {"expect_num_genes": 4}, "the model takes 4 gene columns"),
+])
+def test_bad_survival_tables_name_the_column(tmp_path, rows, args, message):
+    from medical.survival_data import survival_csv
+
+    args = {"time_col": "T", "event_col": "E", "gene_cols": ["g1", "g2"], **args}
+    with pytest.raises(DataError) as err:
+        survival_csv(_table(tmp_path, rows), **args).setup()
+    assert message in str(err.value)
+
+
+def test_survival_table_masks_missing_genes(tmp_path):
+    from medical.survival_data import survival_csv
+
+    rows = GOOD[:-1] + ["50,1,,0.3,60"]
+    data = survival_csv(_table(tmp_path, rows), time_col="T", event_col="E", gene_cols=["g1", "g2"])
+    data.setup()
+    masks = torch.stack([data.train_set[i][0]["gene_mask"] for i in range(len(data.train_set))]
+                        + [data.val_set[i][0]["gene_mask"] for i in range(len(data.val_set))]
+                        + [data.test_set[i][0]["gene_mask"] for i in range(len(data.test_set))])
+    assert (~masks).sum() == 1 and data.model_args() == {"num_genes": 2, "num_clinical": 1}
+
+
+def test_risk_group_plot_and_metrics(tmp_path):
+    from medical.survival_metrics import risk_group_plot, survival_metrics
+
+    rng = np.random.default_rng(0)
+    risk = rng.normal(size=200)
+    time = rng.exponential(np.exp(-risk))
+    event = rng.random(200) < 0.7
+    p = risk_group_plot(time, event, risk, tmp_path / "risk_groups.png")
+    assert (tmp_path / "risk_groups.png").stat().st_size > 1000 and p < 0.01
+    metrics = survival_metrics(time[:100], event[:100], risk[:100], time[100:], event[100:], risk[100:])
+    assert metrics["harrell_c"] > 0.6 and metrics["uno_c"] > 0.6 and 0 < metrics["ibs"] < 0.25
+
+
+def test_shipped_weight_reproduces_its_card():
+    card = hub.model_card("survival_fusion.metabric")
+    from hub.training import evaluate
+
+    measured = evaluate("survival_fusion.metabric", progress=False)
+    assert measured["test/cindex"] == pytest.approx(card.metrics["test/cindex"]["values"][0], abs=1e-4)
+    assert card.input_spec["genes"] == ["MKI67", "EGFR", "PGR", "ERBB2"]
+
+
+@pytest.mark.slow
+def test_recipe_smoke_run_and_report(repo, tmp_path):
+    from hub.training import train
+    from medical.survival_report import survival_report
+
+    run = train(str(repo / "recipes" / "medical" / "survival_fusion_metabric.yaml"),
+                ["trainer.max_epochs=2", f"output_dir={tmp_path}"], progress=False)
+    summary = json.loads((run / "metrics.json").read_text())
+    assert 0.5 < summary["test"]["test/cindex"] <= 1.0
+    report = survival_report(str(run))
+    assert (run / "risk_groups.png").is_file() and 0 < report["test"]["ibs"] < 1
