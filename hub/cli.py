@@ -149,6 +149,27 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def cmd_explain(args) -> int:
+    from vision.datasets import read_image
+    from vision.explain import explain_image, save_overlay
+
+    from hub.models import load
+
+    model = load(args.name)
+    card = model.pretrained_cfg
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for file in args.files:
+        image = read_image(file, card.input_spec)
+        heatmap = explain_image(model, image.unsqueeze(0))[0]
+        probs = model(image.unsqueeze(0)).softmax(-1)[0]
+        label = card.label_names[int(probs.argmax())] if card.label_names else str(int(probs.argmax()))
+        path = out_dir / f"{Path(file).stem}_explain.png"
+        save_overlay(image, heatmap, path, f"{Path(file).name}: {label} ({float(probs.max()):.2f})")
+        print(path)
+    return 0
+
+
 def cmd_publish(args) -> int:
     from hub.publish import publish
 
@@ -206,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_predict)
 
+    p = sub.add_parser("explain", help="draw attention maps (ViT rollout, CBAM spatial maps) over input images")
+    p.add_argument("name", help="pretrained tag or run folder of an image model")
+    p.add_argument("files", nargs="+", help="image files")
+    p.add_argument("--out", default="explanations", help="folder for the overlay PNGs (default ./explanations)")
+    p.set_defaults(fn=cmd_explain)
+
     p = sub.add_parser("publish", help="turn run folders into packaged safetensors weights and a model card")
     p.add_argument("runs", nargs="+", help="run folders of one recipe with different seeds; weights from the first")
     p.add_argument("--name", required=True, help="family.tag to publish as, e.g. vit_digits.sklearn")
@@ -220,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if not args.verbose:  # Lightning's tips and trainer chatter; progress bars stay
+        for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return args.fn(args)
     except HubError as err:

@@ -44,7 +44,7 @@ class DigitsData(HubDataModule):
     """scikit-learn's 1,797 handwritten digits (8x8, 17 grey levels) with a stratified split."""
 
     def __init__(self, batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                 val_fraction: float = 0.1, test_fraction: float = 0.2, max_shift: int = 1):
+                 val_fraction: float = 0.1, test_fraction: float = 0.2, max_shift: int = 0):
         super().__init__(batch_size, num_workers, seed)
         self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
         self.max_shift = max_shift
@@ -77,7 +77,7 @@ def image_spec(height: int, width: int, channels: int, mean: list[float], std: l
 
 @register_dataset(task="classification")
 def sklearn_digits(batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                   val_fraction: float = 0.1, test_fraction: float = 0.2, max_shift: int = 1) -> DigitsData:
+                   val_fraction: float = 0.1, test_fraction: float = 0.2, max_shift: int = 0) -> DigitsData:
     """scikit-learn's digits: 8x8 grey images of 10 digits, stratified 70/10/20 split."""
     return DigitsData(batch_size, num_workers, seed, split_seed, val_fraction, test_fraction, max_shift)
 

@@ -23,6 +23,22 @@ def _create_vit(num_classes: int, drop_rate: float, drop_path_rate: float, **dim
 
 
 @register_model(task="image-classification")
+def vit_micro_patch4_32(num_classes: int = 10, in_chans: int = 3, img_size: int = 32, drop_rate: float = 0.0,
+                        drop_path_rate: float = 0.1) -> VisionTransformer:
+    """ViT for 32x32 images sized for CPU training: 4x4 patches (64 tokens), width 128, depth 6, 4 heads."""
+    return _create_vit(num_classes, drop_rate, drop_path_rate, img_size=img_size, patch_size=4, in_chans=in_chans,
+                       embed_dim=128, depth=6, num_heads=4, mlp_ratio=2.0)
+
+
+@register_model(task="image-classification")
+def vit_tiny_patch4_32(num_classes: int = 10, in_chans: int = 3, img_size: int = 32, drop_rate: float = 0.0,
+                       drop_path_rate: float = 0.1) -> VisionTransformer:
+    """DeiT-Tiny dimensions for 32x32 images: 4x4 patches, width 192, depth 12, 3 heads."""
+    return _create_vit(num_classes, drop_rate, drop_path_rate, img_size=img_size, patch_size=4, in_chans=in_chans,
+                       embed_dim=192, depth=12, num_heads=3, mlp_ratio=4.0)
+
+
+@register_model(task="image-classification")
 def vit_digits(num_classes: int = 10, drop_rate: float = 0.0, drop_path_rate: float = 0.1) -> VisionTransformer:
     """ViT for 8x8 grey digits: 2x2 patches (16 tokens), width 64, depth 4, 4 heads."""
     return _create_vit(num_classes, drop_rate, drop_path_rate, img_size=8, patch_size=2, in_chans=1,

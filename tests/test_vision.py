@@ -1,0 +1,92 @@
+"""Vision families: shapes, gradients to every parameter, head reset, tiny overfit, input checks, maps."""
+import pytest
+import torch
+
+import hub
+from hub.errors import DataError
+
+SMALL = ["vit_micro_patch4_32", "coat_lite_micro_32", "resnet_cbam_micro_32", "halonet_micro_32"]
+LARGE = ["vit_tiny_patch4_32", "coat_lite_tiny_32", "resnet_cbam18_32"]
+
+
+@pytest.mark.parametrize("name", SMALL + LARGE)
+def test_forward_backward_reset(name):
+    torch.manual_seed(0)
+    model = hub.create_model(name, num_classes=7)
+    x = torch.randn(2, 3, 32, 32)
+    out = model(x)
+    assert out.shape == (2, 7) and torch.isfinite(out).all()
+    out.sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None]
+    assert not missing, missing
+    assert model.forward_head(model.forward_features(x), pre_logits=True).shape == (2, model.num_features)
+    model.reset_classifier(3)
+    assert model(x).shape == (2, 3)
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_overfits_eight_images(name):
+    torch.manual_seed(0)
+    model = hub.create_model(name, num_classes=8)
+    x, y = torch.randn(8, 3, 32, 32), torch.arange(8)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.0)
+    model.train()
+    first = None
+    for _ in range(60):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        first = first if first is not None else loss.item()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.1 * first, (first, loss.item())
+
+
+def test_halonet_input_size_error_says_what_it_needs():
+    model = hub.create_model("halonet_micro_32")
+    with pytest.raises(DataError, match="multiples of 32.*28x28.*32x32"):
+        model(torch.randn(1, 3, 28, 28))
+
+
+def test_cbam_and_attention_pool_maps():
+    from vision.resnet_cbam import attention_maps
+
+    model = hub.create_model("resnet_cbam_micro_32", attention_pool=True).eval()
+    maps = attention_maps(model, torch.randn(2, 3, 32, 32))
+    assert set(maps) == {"layer1.0", "layer2.0", "layer3.0", "layer4.0", "pool"}
+    for key, value in maps.items():
+        assert value.min() >= 0 and value.max() <= 1, key
+    torch.testing.assert_close(maps["pool"].flatten(1).sum(-1), torch.ones(2))
+    model.reset_classifier(4)
+    assert type(model.global_pool).__name__ == "AttentionPool2d"
+
+
+def test_breastmnist_and_cifar10_load_from_the_data_dir():
+    from hub.registry import get_dataset_entry
+
+    breast = get_dataset_entry("breastmnist").builder(img_size=32, channels=3, mean=[0.5] * 3, std=[0.5] * 3)
+    breast.setup()
+    assert breast.info["sizes"] == [546, 78, 156] and breast.train_set[0][0].shape == (3, 32, 32)
+    cifar = get_dataset_entry("cifar10").builder(num_workers=0, train_subset=100)
+    cifar.setup()
+    assert cifar.info["sizes"] == [100, 2000, 10000] and cifar.label_names[0] == "airplane"
+
+
+def test_vit_rollout_and_explain_cli(tmp_path, capsys):
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    from hub.cli import main
+    from vision.explain import attention_rollout, vit_attention
+
+    model = hub.load("vit_digits.sklearn")
+    attentions = vit_attention(model, torch.randn(2, 1, 8, 8))
+    assert len(attentions) == 4 and attentions[0].shape == (2, 4, 17, 17)
+    torch.testing.assert_close(attentions[0].sum(-1), torch.ones(2, 4, 17))
+    assert all(block.attn.fused_attn == model.blocks[0].attn.fused_attn for block in model.blocks)
+    maps = attention_rollout(attentions, 1, (4, 4))
+    assert maps.shape == (2, 4, 4) and maps.min() >= 0 and maps.max() <= 1
+    path = tmp_path / "seven.png"
+    Image.fromarray(np.round(load_digits().images[7] * 255 / 16).astype(np.uint8), mode="L").save(path)
+    assert main(["explain", "vit_digits.sklearn", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "seven_explain.png").stat().st_size > 1000

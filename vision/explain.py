@@ -1,0 +1,103 @@
+"""Explanations as maps over the input image: attention rollout for ViTs (Abnar & Zuidema, ACL 2020)
+and CBAM spatial / attention-pooling maps for CBAM ResNets, drawn as overlays.
+
+>>> model = hub.load("vit_digits.sklearn")
+>>> explain_image(model, torch.zeros(1, 1, 8, 8)).shape
+torch.Size([1, 8, 8])
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from timm.models.vision_transformer import VisionTransformer
+
+from hub.attention.cbam import CBAM
+from hub.cards import atomic_write_bytes
+from hub.errors import HubError
+
+
+def vit_attention(model: VisionTransformer, x: torch.Tensor) -> list[torch.Tensor]:
+    """The attention matrix of every block, by forward hooks on timm's (unfused) attention dropout.
+
+    Shapes: x: (B, C, H, W) -> per block (B, heads, N, N), N = prefix tokens + patches.
+    """
+    captured: list[torch.Tensor] = []
+    hooks, fused = [], []
+    for block in model.blocks:
+        fused.append(block.attn.fused_attn)
+        block.attn.fused_attn = False  # the fused kernel never materialises the weights
+        hooks.append(block.attn.attn_drop.register_forward_hook(lambda m, inp, out: captured.append(inp[0].detach())))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for block, was_fused, hook in zip(model.blocks, fused, hooks):
+            block.attn.fused_attn = was_fused
+            hook.remove()
+    return captured
+
+
+def attention_rollout(attentions: list[torch.Tensor], num_prefix_tokens: int, grid: tuple[int, int]) -> torch.Tensor:
+    """Rollout: head-averaged attention plus identity (the residual), row-normalised, multiplied over
+    the blocks; the class token's row over the patches is the map.
+
+    Shapes: attentions: L x (B, heads, N, N) -> (B, grid_h, grid_w), each map scaled to [0, 1].
+    """
+    rollout = None
+    for attention in attentions:
+        mixed = attention.mean(1)  # (B, N, N)
+        mixed = mixed + torch.eye(mixed.shape[-1])
+        mixed = mixed / mixed.sum(-1, keepdim=True)
+        rollout = mixed if rollout is None else mixed @ rollout
+    cls_to_patches = rollout[:, 0, num_prefix_tokens:]  # (B, N - prefix)
+    maps = cls_to_patches.reshape(-1, *grid)  # (B, N - prefix) -> (B, gh, gw)
+    low = maps.flatten(1).min(-1).values.view(-1, 1, 1)
+    high = maps.flatten(1).max(-1).values.view(-1, 1, 1)
+    return (maps - low) / (high - low).clamp_min(1e-12)
+
+
+def explain_image(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """A [0, 1] map per image at the input resolution: ViT rollout, or the mean CBAM spatial map.
+
+    Shapes: x: (B, C, H, W) -> (B, H, W).
+    """
+    model.eval()
+    if isinstance(model, VisionTransformer):
+        grid = model.patch_embed.grid_size
+        maps = attention_rollout(vit_attention(model, x), model.num_prefix_tokens, tuple(grid))
+    elif any(isinstance(m, CBAM) for m in model.modules()):
+        from vision.resnet_cbam import attention_maps
+
+        with torch.no_grad():
+            found = attention_maps(model, x)
+        maps = torch.stack([F.interpolate(m, size=x.shape[-2:], mode="bilinear").squeeze(1) for m in found.values()])
+        maps = maps.mean(0)
+    else:
+        raise HubError(f"no explanation method for {type(model).__name__}: expected a ViT or a CBAM ResNet")
+    return F.interpolate(maps.unsqueeze(1), size=x.shape[-2:], mode="bilinear").squeeze(1)  # (B, H, W)
+
+
+def save_overlay(image: torch.Tensor, heatmap: torch.Tensor, path: str | Path, title: str = "") -> None:
+    """Draw ``heatmap`` (H, W) in [0, 1] over ``image`` (C, H, W, any range) into a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = image.float()
+    shown = (shown - shown.min()) / (shown.max() - shown.min()).clamp_min(1e-12)
+    fig, axes = plt.subplots(1, 2, figsize=(5, 2.6))
+    picture = shown[0] if shown.shape[0] == 1 else shown.permute(1, 2, 0)
+    axes[0].imshow(picture, cmap="gray" if shown.shape[0] == 1 else None)
+    axes[1].imshow(picture, cmap="gray" if shown.shape[0] == 1 else None)
+    axes[1].imshow(heatmap, cmap="jet", alpha=0.5, vmin=0, vmax=1)
+    for ax in axes:
+        ax.axis("off")
+    fig.suptitle(title, fontsize=8)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
