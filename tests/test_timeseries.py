@@ -295,3 +295,16 @@ def test_traffic_recipe_smoke_run(repo, tmp_path, recipe):
                  "data.args.batch_size=8", f"output_dir={tmp_path}"], progress=False)
     card = hub.model_card(str(run))
     assert card.model_args["num_nodes"] == 207 and math.isfinite(card.metrics["test/mae_15"]["mean"])
+
+
+@pytest.mark.slow
+def test_routing_plot_of_testam(tmp_path):
+    from timeseries.testam_routing import plot_routing, routing_over_time
+
+    data = get_dataset_entry("los_loop").builder()
+    data.setup()
+    model = hub.create_model("testam", **data.model_args())
+    choice = routing_over_time(model, data, "val")
+    assert choice.shape == (199, 207) and set(np.unique(choice)) <= {0, 1, 2}
+    path = plot_routing(model, data, tmp_path / "routing.png", "val")
+    assert path.read_bytes()[:4] == b"\x89PNG"

@@ -93,7 +93,8 @@ class TESTAM(nn.Module):
         super().__init__()
         self.num_nodes, self.input_steps, self.output_steps = num_nodes, input_steps, output_steps
         self.speed_mean, self.speed_std = speed_mean, speed_std
-        self.register_buffer("adjacency", (adjacency != 0) | torch.eye(num_nodes, dtype=torch.bool), persistent=False)
+        self_loops = torch.eye(num_nodes, dtype=torch.bool, device=adjacency.device)
+        self.register_buffer("adjacency", (adjacency != 0) | self_loops, persistent=False)
         self.speed_embed = nn.Linear(1, dim)
         self.time_embed = nn.Embedding(STEPS_PER_DAY, dim)
         self.experts = nn.ModuleList(Expert(k, num_nodes, input_steps, output_steps, dim, num_heads) for k in EXPERTS)

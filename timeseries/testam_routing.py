@@ -1,0 +1,76 @@
+"""Explaining TESTAM: which expert the router picks for each sensor over time, and the plot of it.
+
+    python -m timeseries.testam_routing RUN_FOLDER          # -> RUN_FOLDER/routing.png
+    python -m timeseries.testam_routing RUN --out routing.png --split val
+"""
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hub.cards import atomic_write_bytes
+from timeseries.testam import EXPERTS
+
+
+def routing_over_time(model: torch.nn.Module, data, split: str = "test", batch_size: int = 64) -> np.ndarray:
+    """The router's chosen expert per sample and sensor. Shapes: -> (S, N) ints indexing ``EXPERTS``;
+    sample s starts at the step ``data.splits[split][0][s, 0]``."""
+    x = getattr(data, f"{split}_set").tensors[0]  # (S, T, N, 2)
+    model.eval()
+    with torch.inference_mode():
+        return torch.cat([model.routing(x[i:i + batch_size]).argmax(-1) for i in range(0, len(x), batch_size)]).numpy()
+
+
+def plot_routing(model: torch.nn.Module, data, path: str | Path, split: str = "test") -> Path:
+    """Write a PNG: the chosen expert per sensor (rows) and sample (columns), and each expert's share over time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    choice = routing_over_time(model, data, split)  # (S, N)
+    hours = data.splits[split][0][:, data.input_steps - 1] * 5 / 60  # hour of the last input step
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    cmap = ListedColormap(["tab:blue", "tab:orange", "tab:green"])
+    top.imshow(choice.T, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=len(EXPERTS) - 1,
+               extent=(hours[0], hours[-1], choice.shape[1], 0))
+    top.set_ylabel("sensor")
+    top.set_title(f"expert chosen by the router ({split} split): " +
+                  ", ".join(f"{name} = {color}" for name, color in zip(EXPERTS, ("blue", "orange", "green"))))
+    for e, name in enumerate(EXPERTS):
+        bottom.plot(hours, (choice == e).mean(1), color=cmap(e), label=name)
+    bottom.set_xlabel("hours since the start of the recording")
+    bottom.set_ylabel("share of sensors")
+    bottom.legend(fontsize=7)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    path = Path(path)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="plot TESTAM's routing over time")
+    parser.add_argument("name", help="pretrained tag or run folder of a testam model")
+    parser.add_argument("--out", help="PNG path (default: RUN/routing.png, or NAME-routing.png)")
+    parser.add_argument("--split", default="test", choices=("train", "val", "test"))
+    args = parser.parse_args(argv)
+    import hub
+    from timeseries.rul_forecast import data_of_card
+
+    model = hub.load(args.name)
+    is_run = Path(args.name, "card.json").is_file()
+    out = args.out or (Path(args.name) / "routing.png" if is_run else f"{args.name}-routing.png")
+    print(plot_routing(model, data_of_card(model.pretrained_cfg), out, args.split))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
