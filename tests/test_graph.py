@@ -1,0 +1,277 @@
+"""graph/ and hub.attention.graph: layers, models, data, user graph folders, shipped weights, CLI."""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import GATConv
+from torch_geometric.utils import scatter
+
+import hub
+from hub.attention.graph import CATLayer, GATLayer, conjoint_structure, sparse_input_dropout
+from hub.errors import DataError
+
+PLANETOID = Path(os.environ.get("HUB_DATA_DIR", "/nonexistent")) / "planetoid" / "ind.cora.x"
+NODE_MODELS = [("gat", {}), ("gatv2", {}), ("cat", {"variant": "implicit"}), ("cat", {"variant": "explicit"})]
+
+
+def ring(num_nodes: int = 12) -> torch.Tensor:
+    """A ring with chords, both directions. Shapes: -> (2, E)."""
+    src = torch.arange(num_nodes)
+    pairs = [(src, (src + 1) % num_nodes), (src[::3], (src[::3] + 5) % num_nodes)]
+    edges = torch.cat([torch.stack(p) for p in pairs], 1)
+    return torch.cat([edges, edges.flip(0)], 1)
+
+
+def karate():
+    from hub.registry import get_dataset_entry
+
+    data = get_dataset_entry("karate_club").builder()
+    data.setup("fit")
+    return data.graph
+
+
+# ---- layers -------------------------------------------------------------------------------------------
+
+def test_sparse_input_dropout_keeps_zeros_and_scales_kept_entries():
+    torch.manual_seed(0)
+    x = (torch.rand(200, 300) < 0.05).float()
+    out = sparse_input_dropout(x.to_sparse_csr(), 0.6, training=True).to_dense()
+    assert (out[x == 0] == 0).all()
+    kept = out[x != 0]
+    assert set(kept.unique().tolist()) <= {0.0, 2.5}
+    assert abs((kept > 0).float().mean().item() - 0.4) < 0.05
+    assert sparse_input_dropout(x, 0.6, training=False) is x
+
+
+@pytest.mark.parametrize("layer", ["gat", "gatv2", "implicit", "explicit"])
+def test_layer_shapes_attention_sums_to_one_and_equivariance(layer):
+    torch.manual_seed(0)
+    n, edges = 12, ring(12)
+    looped, structure = conjoint_structure(edges, n, num_clusters=3)
+    if layer in ("gat", "gatv2"):
+        module, graph, extra = GATLayer(5, 4, heads=3, v2=layer == "gatv2"), edges, {}
+    else:
+        module, graph, extra = CATLayer(5, 4, heads=3, variant=layer), looped, {"structure": structure}
+    module.eval()
+    x = torch.randn(n, 5)
+    out, (att_edges, alpha) = module(x, graph, **extra, return_attention=True)
+    assert out.shape == (n, 12) and alpha.shape == (att_edges.shape[1], 3)
+    torch.testing.assert_close(scatter(alpha, att_edges[1], dim=0, dim_size=n, reduce="sum"), torch.ones(n, 3))
+    perm = torch.randperm(n)
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(n)
+    out_perm = module(x[perm], inverse[graph], **extra)  # node i of the permuted graph is node perm[i]
+    torch.testing.assert_close(out_perm, out[perm], atol=1e-5, rtol=1e-5)
+    assert layer in repr(module) or "v2" in repr(module)
+
+
+def test_cat_without_structure_is_gat():
+    torch.manual_seed(0)
+    n, edges = 12, ring(12)
+    looped, structure = conjoint_structure(edges, n, num_clusters=3)
+    gat, cat = GATConv(5, 4, heads=2), CATLayer(5, 4, heads=2, variant="explicit")
+    with torch.no_grad():
+        cat.lin.weight.copy_(gat.lin.weight)
+        cat.att_src.copy_(gat.att_src)
+        cat.att_dst.copy_(gat.att_dst)
+        cat.bias.copy_(gat.bias)
+    x = torch.randn(n, 5)
+    expected = gat(x, edges)
+    torch.testing.assert_close(cat(x, looped), expected)  # structural terms switched off
+    with torch.no_grad():
+        cat.structure_weight.zero_()  # explicit: zero structural weights leave GAT's scores
+    torch.testing.assert_close(cat(x, looped, structure), expected)
+    assert not torch.allclose(CATLayer(5, 4, heads=2, variant="implicit")(x, looped, structure),
+                              CATLayer(5, 4, heads=2, variant="implicit")(x, looped))
+
+
+def test_conjoint_structure_is_symmetric_and_bounded():
+    n, edges = 12, ring(12)
+    looped, structure = conjoint_structure(edges, n, num_clusters=3)
+    assert looped.shape[1] == edges.shape[1] + n  # self-loops added once
+    assert structure.shape == (looped.shape[1], 2)
+    assert (structure[:, 0].abs() <= 1 + 1e-5).all() and (structure[:, 1] > 0).all() and (structure[:, 1] <= 1).all()
+    loops = looped[0] == looped[1]
+    torch.testing.assert_close(structure[loops], torch.ones(n, 2))
+    perm = torch.randperm(n)
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(n)
+    looped_p, structure_p = conjoint_structure(inverse[edges], n, num_clusters=3)
+    key = lambda e: (e[0] * n + e[1]).argsort()  # noqa: E731
+    torch.testing.assert_close(structure_p[key(looped_p), 1], structure[key(inverse[looped]), 1])
+
+
+# ---- models -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,args", NODE_MODELS)
+def test_node_model_api_and_every_parameter_gets_a_gradient(name, args):
+    torch.manual_seed(0)
+    model = hub.create_model(name, in_channels=6, num_classes=3, hidden=4, heads=2, dropout=0.0, **args)
+    x, edges = torch.randn(12, 6), ring(12)
+    logits = model(x, edges)
+    assert logits.shape == (12, 3) and torch.isfinite(logits).all()
+    assert model.forward_features(x, edges).shape == (12, model.num_features)
+    logits.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    attention = model.attention(x, edges)
+    assert [a.shape[1] for _, a in attention] == [2, 1]
+    model.reset_classifier(5)
+    assert model(x, edges).shape == (12, 5)
+
+
+def test_sparse_and_dense_features_give_the_same_logits():
+    torch.manual_seed(0)
+    model = hub.create_model("gat", in_channels=30, num_classes=3, hidden=4, heads=2).eval()
+    x = (torch.rand(12, 30) < 0.1).float()
+    torch.testing.assert_close(model(x.to_sparse_csr(), ring(12)), model(x, ring(12)))
+
+
+@pytest.mark.parametrize("name,args", NODE_MODELS[::2])
+def test_overfits_karate_club(name, args):
+    torch.manual_seed(0)
+    graph = karate()
+    model = hub.create_model(name, in_channels=34, num_classes=4, hidden=8, heads=4, dropout=0.0, **args)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    losses = []
+    for _ in range(60):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(graph.x, graph.edge_index), graph.y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.1 * losses[0]
+
+
+def test_gat_pma_graph_classifier_is_node_order_invariant():
+    torch.manual_seed(0)
+    model = hub.create_model("gat_pma", in_channels=2, num_classes=2).eval()
+    x, edges = torch.randn(12, 2), ring(12)
+    batch = torch.tensor([0] * 5 + [1] * 7)
+    edges = edges[:, (batch[edges[0]] == batch[edges[1]])]  # keep edges inside each graph
+    logits = model(x, edges, batch)
+    assert logits.shape == (2, 2)
+    perm = torch.cat([torch.randperm(5), 5 + torch.randperm(7)])
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(12)
+    torch.testing.assert_close(model(x[perm], inverse[edges], batch), logits, atol=1e-5, rtol=1e-5)
+    logits.sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    assert model.attention(x, edges, batch)["pool"].shape[-1] == 7
+
+
+# ---- data ---------------------------------------------------------------------------------------------
+
+def write_graph(root: Path, nodes: list[list], edges: list[list], header=("id", "f1", "f2", "label")) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "nodes.csv", "w", newline="") as f:
+        csv.writer(f).writerows([list(header), *nodes])
+    with open(root / "edges.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["src", "dst"], *edges])
+    return root
+
+
+def generated_graph(root: Path, num_nodes: int = 60, num_classes: int = 3, unlabelled: int = 6) -> Path:
+    """Nodes of a class share a feature mean and link mostly inside their class."""
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.arange(num_nodes) % num_classes
+    feats = F.one_hot(labels, num_classes).float() + 0.3 * torch.randn(num_nodes, num_classes, generator=generator)
+    nodes = [[f"n{i}", *[f"{v:.3f}" for v in feats[i].tolist()], "" if i < unlabelled else f"c{labels[i]}"]
+             for i in range(num_nodes)]
+    edges = [[f"n{i}", f"n{j}"] for i in range(num_nodes) for j in range(i + 1, num_nodes)
+             if labels[i] == labels[j] and torch.rand(1, generator=generator) < 0.2]
+    return write_graph(root, nodes, edges, ("id", *[f"f{k}" for k in range(num_classes)], "label"))
+
+
+GOOD_NODES = [["a", "1", "0", "x"], ["b", "0", "1", "x"], ["c", "1", "1", "x"],
+              ["d", "0", "0", "y"], ["e", "1", "0", "y"], ["f", "0", "1", "y"], ["g", "1", "1", ""]]
+GOOD_EDGES = [["a", "b"], ["c", "d"], ["e", "f"], ["g", "a"]]
+
+
+@pytest.mark.parametrize("nodes,edges,message", [
+    (GOOD_NODES, GOOD_EDGES + [["a", "zz"]], "edges.csv line 6 column 'dst': 'zz' is not an id in"),
+    (GOOD_NODES + [["a", "0", "0", "y"]], GOOD_EDGES, "column 'id': duplicate id 'a' on lines 2 and 9"),
+    ([[n[0], n[1], n[2], ""] for n in GOOD_NODES], GOOD_EDGES, "column 'label' is blank on every line"),
+    (GOOD_NODES + [["h", "0", "0", "z"]], GOOD_EDGES, "class(es) {'z': 1} have fewer than 3 labelled nodes"),
+    ([["a", "1", "oops", "x"]] + GOOD_NODES[1:], GOOD_EDGES, "line 2 column 'f2': 'oops' is not a number"),
+])
+def test_bad_user_graphs_fail_clearly(tmp_path, nodes, edges, message):
+    from graph.datasets import graph_folder
+
+    root = write_graph(tmp_path / "g", nodes, edges)
+    with pytest.raises(DataError) as err:
+        graph_folder(str(root)).setup("fit")
+    assert message in str(err.value)
+
+
+def test_user_graph_split_and_missing_columns(tmp_path):
+    from graph.datasets import graph_folder
+
+    data = graph_folder(str(generated_graph(tmp_path / "g")))
+    data.setup("fit")
+    graph = data.graph
+    masks = torch.stack([graph.train_mask, graph.val_mask, graph.test_mask])
+    assert (masks.sum(0) <= 1).all() and masks.sum() == 54 and not masks[:, :6].any()
+    assert data.model_args() == {"num_classes": 3, "in_channels": 3} and data.label_names == ["c0", "c1", "c2"]
+    root = write_graph(tmp_path / "h", [["a", "1"]], [], header=("id", "f1"))
+    with pytest.raises(DataError, match=r"missing column\(s\) \['label'\]"):
+        graph_folder(str(root)).setup("fit")
+
+
+def test_pubmed_names_the_missing_allx_file(tmp_path, monkeypatch):
+    from graph.datasets import PLANETOID_FILES, pubmed
+
+    (tmp_path / "planetoid").mkdir()
+    for suffix in PLANETOID_FILES:
+        if suffix != "allx":
+            (tmp_path / "planetoid" / f"ind.pubmed.{suffix}").write_bytes(b"")
+    monkeypatch.setenv("HUB_DATA_DIR", str(tmp_path))
+    with pytest.raises(DataError, match=r"ind\.pubmed\.allx missing from .*planetoid"):
+        pubmed().setup("fit")
+
+
+@pytest.mark.skipif(not PLANETOID.is_file(), reason="Planetoid files not in HUB_DATA_DIR")
+def test_planetoid_public_split():
+    from graph.datasets import citeseer, cora
+
+    for builder, nodes, features, train in ((cora, 2708, 1433, 140), (citeseer, 3327, 3703, 120)):
+        data = builder()
+        data.setup("fit")
+        assert data.graph.x.shape == (nodes, features) and data.graph.x.layout == torch.sparse_csr
+        assert data.info["split"] == {"train": train, "val": 500, "test": 1000}
+
+
+# ---- shipped weights and the CLI ----------------------------------------------------------------------
+
+SHIPPED = ["gat.cora", "gat.citeseer", "cat.cora", "cat.citeseer"]
+
+
+@pytest.mark.skipif(not PLANETOID.is_file(), reason="Planetoid files not in HUB_DATA_DIR")
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_weights_reproduce_their_card(name):
+    from hub.training import evaluate
+
+    card = hub.model_card(name)
+    assert card.num_bytes < 2_000_000
+    result = evaluate(name, progress=False)
+    assert result["test/acc"] == pytest.approx(card.metrics["test/acc"]["values"][0], abs=1e-4)
+
+
+def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
+    from hub.cli import main
+
+    root = generated_graph(tmp_path / "graph")
+    assert main(["finetune", "gat.cora", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=40", "trainer.early_stopping.patience=null", "--no-progress"]) == 0
+    run_dir = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("run folder: ")
+    assert main(["predict", run_dir, str(root), "--top-k", "2", "--out", str(tmp_path / "p.csv"),
+                 "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines] == [f"n{i}" for i in range(6)]
+    assert all(line.split()[1] in {"c0", "c1", "c2"} for line in lines)
+    rows = list(csv.reader(open(tmp_path / "p.csv")))
+    assert rows[0] == ["file", "class_1", "prob_1", "class_2", "prob_2"] and len(rows) == 7
