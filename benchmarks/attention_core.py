@@ -3,8 +3,9 @@
 Writes ``benchmarks/attention_core.md``. Each row is one forward+backward pass (median of a few),
 and its peak memory: on GPU ``torch.cuda.max_memory_allocated``; on CPU the growth of the process's
 peak resident set size (``VmHWM`` in ``/proc/self/status``, reset before each measurement through
-``/proc/self/clear_refs``) over the resident size before it, i.e. what the pass really takes from the
-machine (tensors, autograd buffers, allocator slack). A SAB size is skipped once the previous one
+``/proc/self/clear_refs``) over the resident size before it, after ``malloc_trim`` has handed the
+memory freed by earlier passes back to the system, i.e. what the pass takes from the machine (tensors,
+autograd buffers, allocator slack; a few MiB of noise). A SAB size is skipped once the previous one
 took longer than ``--sab-seconds`` (time grows ~4x per doubling) or ran out of memory.
 
     python benchmarks/attention_core.py [--max-n 16384] [--sab-seconds 4]
@@ -12,6 +13,7 @@ took longer than ``--sab-seconds`` (time grows ~4x per doubling) or ran out of m
 from __future__ import annotations
 
 import argparse
+import ctypes
 import math
 import re
 import statistics
@@ -40,6 +42,7 @@ def measure(fn, device: torch.device, repeats: int) -> tuple[float, float]:
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
         else:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)  # give freed heap pages back, so reuse is not hidden
             Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set size
             base = _status_kib("VmRSS") * 1024
         start = time.perf_counter()
@@ -52,6 +55,11 @@ def measure(fn, device: torch.device, repeats: int) -> tuple[float, float]:
         times.append(time.perf_counter() - start)
         peaks.append(peak / 2**20)
     return statistics.median(times), max(peaks)
+
+
+def ratio(a: float, b: float, floor: float = 0.0) -> str:
+    """``a / b`` as ``"4.2x"``; ``"-"`` when ``b`` is at or below the measurement floor."""
+    return f"{a / b:.1f}x" if b > floor else "-"
 
 
 def set_block_pass(block, x):
@@ -87,7 +95,8 @@ def main() -> None:
     memory = "torch.cuda.max_memory_allocated growth" if device.type == "cuda" else "peak RSS growth (VmHWM)"
     lines = [f"# Attention core benchmark ({where}, torch {torch.__version__})", "",
              f"Forward+backward of one set (batch 1), width {args.dim}, {args.heads} heads, ISAB with "
-             f"{args.inducing} inducing points; time is the median of repeats, memory the {memory}.", "",
+             f"{args.inducing} inducing points; time is the median of repeats, memory the {memory} "
+             "(ratios of memory below 1 MiB are not shown).", "",
              "## SAB vs ISAB", "", "| n | SAB ms | ISAB ms | SAB/ISAB time | SAB MiB | ISAB MiB | SAB/ISAB memory |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     sab = SAB(args.dim, args.dim, args.heads).to(device)
@@ -95,19 +104,19 @@ def main() -> None:
     sab_note, n = "", 256
     while n <= args.max_n:
         x = torch.randn(1, n, args.dim, device=device)
-        repeats = 3 if n <= 4096 else 1
+        repeats = 5 if n <= 1024 else 3 if n <= 4096 else 1
         isab_t, isab_m = measure(set_block_pass(isab, x), device, repeats)
         sab_cell = ["skipped"] * 2 + ["-"] * 2
         if not sab_note:
             try:
                 sab_t, sab_m = measure(set_block_pass(sab, x), device, repeats)
-                sab_cell = [f"{sab_t * 1e3:.1f}", f"{sab_t / isab_t:.1f}x", f"{sab_m:.0f}", f"{sab_m / max(isab_m, 1e-3):.1f}x"]
+                sab_cell = [f"{sab_t * 1e3:.1f}", ratio(sab_t, isab_t), f"{sab_m:.1f}", ratio(sab_m, isab_m, 1.0)]
                 if sab_t > args.sab_seconds:
                     sab_note = f"SAB stopped after n={n}: a pass took {sab_t:.1f} s (> {args.sab_seconds} s cap)"
             except torch.OutOfMemoryError:
                 sab_note = f"SAB ran out of memory at n={n}"
                 sab_cell = ["OOM"] * 2 + ["-"] * 2
-        lines.append(f"| {n} | {sab_cell[0]} | {isab_t * 1e3:.1f} | {sab_cell[1]} | {sab_cell[2]} | {isab_m:.0f} | "
+        lines.append(f"| {n} | {sab_cell[0]} | {isab_t * 1e3:.1f} | {sab_cell[1]} | {sab_cell[2]} | {isab_m:.1f} | "
                      f"{sab_cell[3]} |")
         print(lines[-1], flush=True)
         n *= 2
@@ -120,10 +129,10 @@ def main() -> None:
     for n in (256, 1024, 4096):
         q, k, v = (torch.randn(1, args.heads, n, args.dim // args.heads, device=device, requires_grad=True)
                    for _ in range(3))
-        fused_t, fused_m = measure(attention_pass(F.scaled_dot_product_attention, q, k, v), device, 3)
-        naive_t, naive_m = measure(attention_pass(naive_attention, q, k, v), device, 3)
-        lines.append(f"| {n} | {fused_t * 1e3:.1f} | {naive_t * 1e3:.1f} | {naive_t / fused_t:.1f}x | {fused_m:.0f} | "
-                     f"{naive_m:.0f} | {naive_m / max(fused_m, 1e-3):.1f}x |")
+        fused_t, fused_m = measure(attention_pass(F.scaled_dot_product_attention, q, k, v), device, 5)
+        naive_t, naive_m = measure(attention_pass(naive_attention, q, k, v), device, 5)
+        lines.append(f"| {n} | {fused_t * 1e3:.1f} | {naive_t * 1e3:.1f} | {ratio(naive_t, fused_t)} | {fused_m:.1f} | "
+                     f"{naive_m:.1f} | {ratio(naive_m, fused_m, 1.0)} |")
         print(lines[-1], flush=True)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT}")
