@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-from graph.datasets import _features, read_graph_folder
+from graph.datasets import node_features, read_graph_folder
 from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.errors import DataError
 
@@ -39,7 +39,7 @@ def graph_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator
         unlabelled = torch.nonzero(graph.y < 0).view(-1)
         if len(unlabelled) == 0:
             raise DataError(f"{path}/nodes.csv has no unlabelled node (blank 'label') to predict")
-        logits = model(_features(graph.x, spec.get("normalize", False)), graph.edge_index)  # (N, classes)
+        logits = model(node_features(graph.x, spec.get("normalize", False)), graph.edge_index)  # (N, classes)
         for start in range(0, len(unlabelled), batch_size):
             chosen = unlabelled[start:start + batch_size]
             yield [ids[i] for i in chosen.tolist()], logits[chosen]

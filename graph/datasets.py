@@ -60,7 +60,7 @@ def read_planetoid(name: str) -> Data:
     return Planetoid(str(_cache_dir()), name)[0]  # downloads into the cache
 
 
-def _features(x: torch.Tensor, normalize: bool) -> torch.Tensor:
+def node_features(x: torch.Tensor, normalize: bool) -> torch.Tensor:
     x = x.float()
     if normalize:
         x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
@@ -113,11 +113,11 @@ class PlanetoidData(NodeGraphData):
 
     def load(self):
         raw = read_planetoid(self.name)
-        graph = Data(x=_features(raw.x, normalize=True), edge_index=raw.edge_index, y=raw.y,
+        graph = Data(x=node_features(raw.x, normalize=True), edge_index=raw.edge_index, y=raw.y,
                      train_mask=raw.train_mask, val_mask=raw.val_mask, test_mask=raw.test_mask)
         labels = [str(i) for i in range(int(raw.y.max()) + 1)]
         return graph, labels, {"source": PLANETOID_SOURCE, "license": "MIT (kimiyoung/planetoid repository)",
-                               "name": self.name}
+                               "dataset": self.name}
 
 
 @register_dataset(task="node-classification")
@@ -261,7 +261,7 @@ class GraphFolderData(NodeGraphData):
             mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
             mask[labelled[torch.from_numpy(part)]] = True
             graph[f"{split}_mask"] = mask
-        graph.x = _features(graph.x, self.normalize)
+        graph.x = node_features(graph.x, self.normalize)
         self.input_spec = {"normalize": self.normalize, "feature_columns": feature_columns}
         return graph, label_names, {"source": str(self.root), "license": "the user's data",
                                     "unlabelled": int((graph.y < 0).sum())}

@@ -42,7 +42,7 @@ class GraphAttentionNet(nn.Module):
         self._structure: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def _layer(self, in_channels: int, out_channels: int, heads: int, concat: bool) -> nn.Module:
-        if self.layer == "cat_implicit" or self.layer == "cat_explicit":
+        if self.layer.startswith("cat_"):
             return CATLayer(in_channels, out_channels, heads, concat, self.dropout,
                             variant=self.layer.removeprefix("cat_"))
         return GATLayer(in_channels, out_channels, heads, concat, self.dropout, v2=self.layer == "gatv2")

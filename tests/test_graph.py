@@ -265,8 +265,8 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     from hub.cli import main
 
     root = generated_graph(tmp_path / "graph")
-    assert main(["finetune", "gat.cora", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=40", "trainer.early_stopping.patience=null", "--no-progress"]) == 0
+    assert main(["finetune", "gat.cora", "trainer.max_epochs=10", "trainer.early_stopping.patience=null",
+                 "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
     run_dir = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("run folder: ")
     assert main(["predict", run_dir, str(root), "--top-k", "2", "--out", str(tmp_path / "p.csv"),
                  "--no-progress"]) == 0
