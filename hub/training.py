@@ -382,12 +382,12 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
 
     replicas = _replica_check(trainer, module.model)
+    rows = list(recorder.history)  # testing from the best checkpoint restores the recorder to that epoch
     best_path = trainer.checkpoint_callback.best_model_path or str(run_dir / "checkpoints" / "last.ckpt")
     test_metrics = trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
     if not trainer.is_global_zero:
         return run_dir
     test = {k: float(v) for k, v in (test_metrics[0] if test_metrics else {}).items()}
-    rows = recorder.history
     best_score = trainer.checkpoint_callback.best_model_score
     best_epoch = None
     if rows and monitor in rows[0]:
