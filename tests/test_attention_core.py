@@ -32,8 +32,13 @@ def _set_models():
 
 
 @pytest.fixture(autouse=True)
-def _seed():
+def _seed_and_one_thread():
+    """Tiny tensors gain nothing from a second thread, and on a busy machine its waits cost 30x."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     torch.manual_seed(0)
+    yield
+    torch.set_num_threads(threads)
 
 
 # ---- parity -----------------------------------------------------------------------------------------
