@@ -110,8 +110,8 @@ def conjoint_structure(edge_index: torch.Tensor, num_nodes: int, num_clusters: i
         edge_index: (2, E) -> (edge_index with self-loops (2, E'), structure (E', 2)).
 
     >>> edges, structure = conjoint_structure(torch.tensor([[0, 1, 2], [1, 2, 0]]), 3, num_clusters=2)
-    >>> structure.shape
-    torch.Size([6, 2])
+    >>> structure.shape  # the directed triangle made undirected (6 edges) plus 3 self-loops
+    torch.Size([9, 2])
     """
     import scipy.sparse as sp
     from sklearn.utils.extmath import randomized_svd
