@@ -122,6 +122,8 @@ def main() -> None:
         n *= 2
     if sab_note:
         lines += ["", sab_note + "."]
+    lines += ["", "SAB calls the fused SDPA kernel, which never stores the n x n scores: its memory grows linearly "
+              "and its n² cost shows in time; the table below shows the n² memory that a naive attention would take."]
     lines += ["", "## SDPA vs naive softmax(QKᵀ/√d)V", "",
               f"q, k, v of shape (1, {args.heads}, n, {args.dim // args.heads}), forward+backward.", "",
               "| n | SDPA ms | naive ms | naive/SDPA time | SDPA MiB | naive MiB | naive/SDPA memory |",
