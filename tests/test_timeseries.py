@@ -133,7 +133,7 @@ def _write_units(folder, units, sensors, drop=None):
         columns = ["cycle"] + [s for s in sensors if s != drop]
         rows = [",".join(columns)]
         for cycle, values in enumerate(series, start=1):
-            rows.append(",".join([str(cycle)] + [repr(values[int(s[1:]) - 1]) for s in sensors if s != drop]))
+            rows.append(",".join([str(cycle)] + [repr(float(values[int(s[1:]) - 1])) for s in sensors if s != drop]))
         path.write_text("\n".join(rows) + "\n")
         paths.append(path)
     return paths
@@ -178,8 +178,8 @@ def test_finetune_on_sensor_csv_folder(tmp_path):
     train_units = read_cmapss_units("train_FD001.txt")
     folder = tmp_path / "units"
     _write_units(folder, {u: train_units[u] for u in range(1, 8)}, FD001_SENSORS)
-    assert main(["finetune", "rul_attention.fd001", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=1", "--no-progress"]) == 0
+    assert main(["finetune", "rul_attention.fd001", "trainer.max_epochs=1", "--data", str(folder),
+                 "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
     (run,) = (tmp_path / "runs").glob("finetune-rul_attention/*")
     card = hub.model_card(str(run))
     assert card.input_spec["sensors"] == FD001_SENSORS and card.metrics["test/rmse"]["mean"] < 125
