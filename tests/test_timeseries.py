@@ -115,7 +115,7 @@ def test_shipped_weights_reproduce_their_card():
     result = evaluate("rul_attention.fd001", progress=False)
     for key in ("test/rmse", "test/score"):
         assert result[key] == pytest.approx(card.metrics[key]["values"][0], rel=1e-3)
-    assert card.metrics["test/rmse"]["n"] == 5
+    assert card.metrics["test/rmse"]["n"] == len(card.recipe["seeds"]) >= 4
 
 
 def test_forecast_plot_of_trained_model(tmp_path):
