@@ -75,6 +75,7 @@ class TrainerSection(_Strict):
     log_every_n_steps: int = 10
     deterministic: bool = False
     monitor: str | None = None  # default: the task's validation metric
+    test_checkpoint: Literal["best", "last"] = "best"  # which weights are tested and kept: best monitored epoch or last
     early_stopping: EarlyStoppingSection = Field(default_factory=EarlyStoppingSection)
     compile: bool = False
     channels_last: bool = False

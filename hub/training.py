@@ -101,9 +101,10 @@ class HubModule(pl.LightningModule):
     def test_step(self, batch, batch_idx):
         self._step(batch, "test")
 
-    def on_train_epoch_start(self):
-        # Reseed from (seed, epoch) so dropout and augmentation match when a run resumes at this epoch.
-        seed_all(int(self.recipe.get("seed", 0)) * 1000 + self.current_epoch + 17 * self.global_rank)
+    def on_train_batch_start(self, batch, batch_idx):
+        # Reseed from (seed, epoch, batch, rank) so dropout and augmentation match when a run resumes; an epoch-
+        # level seed is not enough: Lightning draws from the global RNG at different points on a resumed epoch.
+        seed_all(hash((int(self.recipe.get("seed", 0)), self.current_epoch, batch_idx, self.global_rank)) % 2**31)
 
     def on_save_checkpoint(self, checkpoint):
         checkpoint["hub_recipe"] = self.recipe
@@ -289,15 +290,17 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, e
     cfg = recipe.trainer
     monitor = cfg.monitor or task.monitor
     mode = task.mode if cfg.monitor is None else ("min" if "loss" in monitor or "rmse" in monitor else "max")
+    checkpoints = run_dir / "checkpoints"
     callbacks: list[pl.Callback] = [
-        ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor=monitor, mode=mode,
-                        save_top_k=1, save_last=True, enable_version_counter=False, auto_insert_metric_name=False,
-                        every_n_train_steps=cfg.checkpoint_every_n_steps),
+        # best.ckpt: the epoch with the best monitored metric (first, so it is trainer.checkpoint_callback)
+        ModelCheckpoint(dirpath=checkpoints, filename="best", monitor=monitor, mode=mode, save_top_k=1,
+                        enable_version_counter=False, auto_insert_metric_name=False),
+        # last.ckpt: every epoch (or every n steps). A separate callback, because Lightning 2.6 refreshes a
+        # monitored callback's `last` only when its best improves, which would make --resume lose epochs.
+        ModelCheckpoint(dirpath=checkpoints, filename="last", monitor=None, save_top_k=1,
+                        enable_version_counter=False, every_n_train_steps=cfg.checkpoint_every_n_steps),
         recorder,
     ]
-    if cfg.checkpoint_every_n_steps:  # the step-wise callback above writes `last` only; keep `best` per epoch too
-        callbacks.append(ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor=monitor,
-                                         mode=mode, save_top_k=1, enable_version_counter=False))
     if cfg.early_stopping.patience is not None:
         callbacks.append(EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping.patience,
                                        min_delta=cfg.early_stopping.min_delta))
@@ -383,7 +386,9 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
 
     replicas = _replica_check(trainer, module.model)
     rows = list(recorder.history)  # testing from the best checkpoint restores the recorder to that epoch
-    best_path = trainer.checkpoint_callback.best_model_path or str(run_dir / "checkpoints" / "last.ckpt")
+    last_path = str(run_dir / "checkpoints" / "last.ckpt")
+    best_path = (trainer.checkpoint_callback.best_model_path if recipe.trainer.test_checkpoint == "best" else "") \
+        or last_path
     test_metrics = trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
     if not trainer.is_global_zero:
         return run_dir
@@ -398,7 +403,8 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
         "best": {"monitor": monitor, "mode": mode, "value": float(best_score) if best_score is not None else None,
                  "epoch": best_epoch, "checkpoint": Path(best_path).name},
         "test": test,
-        "epoch_selection": f"weights of the epoch with the best {monitor} ({mode}) are tested",
+        "epoch_selection": (f"weights of the epoch with the best {monitor} ({mode}) are tested"
+                            if best_path != last_path else "weights of the last epoch are tested (fixed schedule)"),
         "replicas": replicas,
     }
     atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())

@@ -30,6 +30,7 @@ def test_run_folder_contents_and_no_overwrite(repo, tmp_path):
     assert set(summary) >= {"final", "best", "test", "epoch_selection"}
     assert 0.0 <= summary["test"]["test/acc"] <= 1.0
     assert len((run / "metrics.csv").read_text().strip().splitlines()) == 3  # header + 2 epochs
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 1  # refreshed every epoch
     model = hub.load(str(run))  # a run folder loads like a pretrained tag
     assert model(torch.zeros(1, 1, 8, 8)).shape == (1, 10)
     second = _train(repo, tmp_path)
