@@ -49,9 +49,9 @@ class PretrainedCfg:
         return Path(self.card_dir) / self.file if self.file and self.card_dir else None
 
     def headline_metric(self) -> str:
-        """``"test/acc 0.978 ± 0.004 (n=3)"`` for the first test metric on the card, else ``""``."""
+        """``"test/acc 0.978 ± 0.004 (n=3)"`` for the first test metric on the card other than the loss."""
         for key, value in self.metrics.items():
-            if key.startswith("test/"):
+            if key.startswith("test/") and not key.endswith("loss"):
                 return f"{key} {value['mean']:.4g} ± {value['std']:.2g} (n={value['n']})"
         return ""
 

@@ -16,14 +16,24 @@ from hub.errors import HubError
 EPILOG = "Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5\n  attnhub predict vit_digits.sklearn digit.png"
 
 
-def _count_params(name: str) -> int:
+def _count_params(name: str) -> int | None:
+    """Parameters of the family's default build, or None when it needs arguments or data to be built."""
     import torch
 
     from hub.registry import get_model_entry
 
-    with torch.device("meta"):  # counts parameters without allocating them
-        model = get_model_entry(name).builder()
+    try:
+        with torch.device("meta"):  # counts parameters without allocating them
+            model = get_model_entry(name).builder()
+    except (TypeError, HubError):
+        return None
     return sum(p.numel() for p in model.parameters())
+
+
+def _format_params(count: int | None) -> str:
+    if count is None:
+        return "-"
+    return f"{count / 1e6:.2f}M" if count >= 1e6 else f"{count / 1e3:.1f}k"
 
 
 def cmd_list(args) -> int:
@@ -38,7 +48,7 @@ def cmd_list(args) -> int:
         if args.pretrained and not tags:
             continue
         metric = model_card(tags[0]).headline_metric() if tags else ""
-        rows.append((name, entry.domain, entry.task, f"{_count_params(name) / 1e6:.2f}M",
+        rows.append((name, entry.domain, entry.task, _format_params(_count_params(name)),
                      ", ".join(t.split(".", 1)[1] for t in tags) or "-", metric))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
