@@ -205,7 +205,7 @@ def test_two_processes_cold_cache_both_succeed(tmp_path, server):
 
 
 def test_timm_names(monkeypatch):
-    model = hub.load("timm/resnet18", pretrained=False, num_classes=5)
+    model = hub.load("timm/resnet18", pretrained=False, num_classes=5).eval()
     assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 5)
     monkeypatch.setenv("HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="cache"):
