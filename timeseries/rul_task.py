@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import torchmetrics
 
 from hub.errors import DataError
-from hub.tasks import Task, register_task
+from hub.tasks import RegressionTask, register_task
 
 
 def nasa_score_terms(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -50,21 +50,13 @@ class NASAScore(torchmetrics.Metric):
 
 
 @register_task("rul-regression")
-class RULRegressionTask(Task):
+class RULRegressionTask(RegressionTask):
     """MSE on the RUL forecast; RMSE, MAE and NASA score of the RUL at the last cycle."""
 
-    monitor = "val/rmse"
-    mode = "min"
-
-    def __init__(self, num_classes: int | None = None):
-        pass
-
     def metrics(self) -> torchmetrics.MetricCollection:
-        return torchmetrics.MetricCollection({
-            "rmse": torchmetrics.MeanSquaredError(squared=False),
-            "mae": torchmetrics.MeanAbsoluteError(),
-            "score": NASAScore(),
-        })
+        collection = super().metrics()
+        collection.add_metrics({"score": NASAScore()})
+        return collection
 
     def step(self, model, batch, stage):
         x, y = batch  # (B, T, S), (B, horizon)
