@@ -49,7 +49,7 @@ class Task:
 
 @register_task("classification")
 class ClassificationTask(Task):
-    """Cross-entropy over ``(x, y)`` batches; accuracy and macro F1."""
+    """Cross-entropy over ``(x, y)`` batches; accuracy and macro F1 (accuracy and AUROC for 2 classes)."""
 
     monitor = "val/acc"
     mode = "max"
@@ -59,13 +59,12 @@ class ClassificationTask(Task):
         self.label_smoothing = label_smoothing
 
     def metrics(self) -> torchmetrics.MetricCollection:
-        kind = "binary" if self.num_classes == 2 else "multiclass"
+        if self.num_classes == 2:  # preds are the positive class's probability
+            return torchmetrics.MetricCollection({"acc": torchmetrics.Accuracy(task="binary"),
+                                                  "auroc": torchmetrics.AUROC(task="binary")})
         return torchmetrics.MetricCollection({
             "acc": torchmetrics.Accuracy(task="multiclass", num_classes=self.num_classes),
             "f1": torchmetrics.F1Score(task="multiclass", num_classes=self.num_classes, average="macro"),
-        }) if kind == "multiclass" else torchmetrics.MetricCollection({
-            "acc": torchmetrics.Accuracy(task="multiclass", num_classes=2),
-            "auroc": torchmetrics.AUROC(task="binary"),
         })
 
     def step(self, model, batch, stage):
