@@ -82,6 +82,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to a unique temporary file beside ``path``, fsync, then rename over it."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would make shipped files unreadable to other users
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
