@@ -55,7 +55,7 @@ def test_quickstart_recipe_short_schedule_learns(repo, tmp_path):
 def test_shipped_weights_reach_their_card():
     card = hub.model_card("vit_digits.sklearn")
     metrics = evaluate("vit_digits.sklearn", progress=False)
-    assert metrics["test/acc"] >= 0.95
+    assert metrics["test/acc"] >= 0.97
     assert abs(metrics["test/acc"] - card.metrics["test/acc"]["values"][0]) < 1e-6
 
 
