@@ -255,7 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may follow options (`finetune NAME --data D trainer.max_epochs=2`), which argparse
+    # cannot split between a subcommand's positionals; collect them here.
+    if extra:
+        if not hasattr(args, "overrides") or any(e.startswith("-") or "=" not in e for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     if not args.verbose:  # Lightning's tips and trainer chatter; progress bars stay
         for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
