@@ -18,10 +18,10 @@ from torch import nn
 
 from hub.attention.functional import MultiHeadAttention
 from hub.registry import register_model
-from timeseries.rul_attention import check_windows
+from timeseries.rul_attention import RULForecaster, check_windows
 
 
-class AttentionGRU(nn.Module):
+class AttentionGRU(RULForecaster):
     """GRU encoder, attention of the last state over all states, RUL forecast head.
 
     Args:
@@ -34,15 +34,10 @@ class AttentionGRU(nn.Module):
 
     def __init__(self, num_sensors: int, window: int, horizon: int, dim: int, num_layers: int, num_heads: int,
                  dropout: float, rul_scale: float):
-        super().__init__()
-        self.num_sensors, self.window, self.horizon = num_sensors, window, horizon
-        self.rul_scale = rul_scale
+        super().__init__(num_sensors, window, horizon, dim, dropout, rul_scale)
         self.gru = nn.GRU(num_sensors, dim, num_layers=num_layers, batch_first=True,
                           dropout=dropout if num_layers > 1 else 0.0)
         self.attn = MultiHeadAttention(dim, num_heads)
-        self.num_features = dim
-        self.fc = nn.Sequential(nn.Linear(2 * dim, dim), nn.GELU(), nn.Dropout(dropout))
-        self.head = nn.Linear(dim, horizon)
 
     def forward_features(self, x: torch.Tensor, need_weights: bool = False):
         """``(B, 2 * dim)`` = [attended context, last state]; with ``need_weights`` also {"time": (B, H, 1, T)}."""
@@ -52,23 +47,6 @@ class AttentionGRU(nn.Module):
         context, weights = self.attn(last, states, need_weights=need_weights)  # (B, 1, D), (B, H, 1, T)
         features = torch.cat([context[:, 0], last[:, 0]], dim=-1)  # (B, 2D)
         return (features, {"time": weights}) if need_weights else features
-
-    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        hidden = self.fc(features)  # (B, D)
-        return hidden if pre_logits else self.head(hidden) * self.rul_scale  # (B, horizon), in cycles
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-    def attention_maps(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        return self.forward_features(x, need_weights=True)[1]
-
-    def reset_classifier(self, num_outputs: int) -> None:
-        self.horizon = num_outputs
-        self.head = nn.Linear(self.num_features, num_outputs)
-
-    def extra_repr(self) -> str:
-        return f"num_sensors={self.num_sensors}, window={self.window}, horizon={self.horizon}, rul_scale={self.rul_scale}"
 
 
 @register_model(task="rul-regression", classifier="head")

@@ -38,7 +38,49 @@ def check_windows(x: torch.Tensor, window: int, num_sensors: int) -> None:
                         "fill or drop those readings first")
 
 
-class RULAttention(nn.Module):
+class RULForecaster(nn.Module):
+    """The part every RUL model shares: a (B, 2 * dim) feature vector -> MLP -> an RUL forecast head.
+
+    Subclasses build their encoder and define ``forward_features(x, need_weights=False)``.
+
+    Args:
+        num_sensors: sensors per cycle (S).
+        window: cycles per window (T).
+        horizon: forecast length; output 0 is the RUL at the window's last cycle.
+        dim: feature width.
+        dropout: dropout before the head.
+        rul_scale: the head predicts RUL / rul_scale (targets near 1 train better than raw cycles).
+    """
+
+    def __init__(self, num_sensors: int, window: int, horizon: int, dim: int, dropout: float, rul_scale: float):
+        super().__init__()
+        self.num_sensors, self.window, self.horizon = num_sensors, window, horizon
+        self.rul_scale = rul_scale
+        self.num_features = dim
+        self.fc = nn.Sequential(nn.Linear(2 * dim, dim), nn.GELU(), nn.Dropout(dropout))
+        self.head = nn.Linear(dim, horizon)
+
+    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        hidden = self.fc(features)  # (B, D)
+        return hidden if pre_logits else self.head(hidden) * self.rul_scale  # (B, horizon), in cycles
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward_head(self.forward_features(x))
+
+    def attention_maps(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The model's attention weights for each window (see ``forward_features``)."""
+        return self.forward_features(x, need_weights=True)[1]
+
+    def reset_classifier(self, num_outputs: int) -> None:
+        """A new head forecasting ``num_outputs`` RUL values (a new horizon)."""
+        self.horizon = num_outputs
+        self.head = nn.Linear(self.num_features, num_outputs)
+
+    def extra_repr(self) -> str:
+        return f"num_sensors={self.num_sensors}, window={self.window}, horizon={self.horizon}, rul_scale={self.rul_scale}"
+
+
+class RULAttention(RULForecaster):
     """Time and sensor self-attention branches, attention pooling, and an RUL forecast head.
 
     Args:
@@ -54,9 +96,7 @@ class RULAttention(nn.Module):
 
     def __init__(self, num_sensors: int, window: int, horizon: int, dim: int, num_heads: int, depth: int,
                  dropout: float, rul_scale: float):
-        super().__init__()
-        self.num_sensors, self.window, self.horizon = num_sensors, window, horizon
-        self.rul_scale = rul_scale
+        super().__init__(num_sensors, window, horizon, dim, dropout, rul_scale)
         self.time_embed = nn.Linear(num_sensors, dim)
         self.time_pos = nn.Parameter(torch.zeros(1, window, dim))
         self.sensor_embed = nn.Linear(window, dim)
@@ -65,9 +105,6 @@ class RULAttention(nn.Module):
         self.sensor_blocks = nn.ModuleList(MAB(dim, dim, dim, num_heads) for _ in range(depth))
         self.time_pool = PMA(dim, num_seeds=1, num_heads=num_heads)
         self.sensor_pool = PMA(dim, num_seeds=1, num_heads=num_heads)
-        self.num_features = dim
-        self.fc = nn.Sequential(nn.Linear(2 * dim, dim), nn.GELU(), nn.Dropout(dropout))
-        self.head = nn.Linear(dim, horizon)
         nn.init.trunc_normal_(self.time_pos, std=0.02)
         nn.init.trunc_normal_(self.sensor_id, std=0.02)
 
@@ -93,25 +130,6 @@ class RULAttention(nn.Module):
                               self._branch(sensor_tokens, self.sensor_blocks, self.sensor_pool, weights, "sensor")],
                              dim=-1)  # (B, 2D)
         return (features, weights) if need_weights else features
-
-    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        hidden = self.fc(features)  # (B, D)
-        return hidden if pre_logits else self.head(hidden) * self.rul_scale  # (B, horizon), in cycles
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-    def attention_maps(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Attention over cycles and over sensors for each window (see :meth:`forward_features`)."""
-        return self.forward_features(x, need_weights=True)[1]
-
-    def reset_classifier(self, num_outputs: int) -> None:
-        """A new head forecasting ``num_outputs`` RUL values (a new horizon)."""
-        self.horizon = num_outputs
-        self.head = nn.Linear(self.num_features, num_outputs)
-
-    def extra_repr(self) -> str:
-        return f"num_sensors={self.num_sensors}, window={self.window}, horizon={self.horizon}, rul_scale={self.rul_scale}"
 
 
 @register_model(task="rul-regression", classifier="head")
