@@ -115,6 +115,21 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _prediction_cells(logits, regression: bool, k: int, labels: list[str]) -> tuple[list[str], list[list[str]]]:
+    """CSV header and, per input, the cells after its name: the outputs of a regression model, else the
+    top-k classes with their probabilities."""
+    if regression:
+        values = logits.float().reshape(logits.shape[0], -1)  # (B, outputs)
+        return ([f"output_{i}" for i in range(values.shape[1])],
+                [[f"{v:.6f}" for v in row] for row in values.tolist()])
+    probs = logits.float().softmax(-1)
+    top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    header = [c for i in range(1, top.indices.shape[1] + 1) for c in (f"class_{i}", f"prob_{i}")]
+    rows = [[cell for i, p in zip(indices, values) for cell in (labels[i], f"{p:.6f}")]
+            for values, indices in zip(top.values.tolist(), top.indices.tolist())]
+    return header, rows
+
+
 def cmd_predict(args) -> int:
     import torch
     from tqdm import tqdm
@@ -125,33 +140,21 @@ def cmd_predict(args) -> int:
     model = load(args.name)
     card = model.pretrained_cfg
     labels = card.label_names or [str(i) for i in range(10_000)]
+    regression = card.task.endswith("regression")  # outputs are values, printed as they are
     out_file = open(args.out, "w", newline="") if args.out else None
     writer = csv.writer(out_file) if out_file else None
-    k = args.top_k
-    regression = card.task.endswith("regression")  # outputs are values, printed as they are
-    if writer and not regression:
-        writer.writerow(["file"] + [c for i in range(1, k + 1) for c in (f"class_{i}", f"prob_{i}")])
     try:
         with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
                                           file=sys.stderr) as bar:
             for names, logits in predict_logits(card, model, args.files, args.batch_size):
-                if regression:
-                    values = logits.float().reshape(len(names), -1)  # (B, outputs)
-                    if writer and bar.n == 0:
-                        writer.writerow(["file"] + [f"output_{i}" for i in range(values.shape[1])])
-                    for name, row in zip(names, values.tolist()):
-                        print(name + "  " + "  ".join(f"{v:.3f}" for v in row))
-                        if writer:
-                            writer.writerow([name] + [f"{v:.6f}" for v in row])
-                    bar.update(len(names))
-                    continue
-                probs = logits.float().softmax(-1)
-                top = probs.topk(min(k, probs.shape[-1]), dim=-1)
-                for name, values, indices in zip(names, top.values.tolist(), top.indices.tolist()):
-                    pairs = [(labels[i], p) for i, p in zip(indices, values)]
-                    print(name + "  " + "  ".join(f"{label} {p:.3f}" for label, p in pairs))
+                header, rows = _prediction_cells(logits, regression, args.top_k, labels)
+                if writer and bar.n == 0:
+                    writer.writerow(["file", *header])
+                for name, cells in zip(names, rows):
+                    shown = [f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells)]
+                    print("  ".join([name, *shown]))
                     if writer:
-                        writer.writerow([name] + [x for label, p in pairs for x in (label, f"{p:.6f}")])
+                        writer.writerow([name, *cells])
                 bar.update(len(names))
     finally:
         if out_file:
