@@ -22,26 +22,46 @@ def data_dir() -> Path:
     return Path(os.environ.get("HUB_DATA_DIR", Path.home() / ".cache" / "attention-hub" / "data"))
 
 
-class EpochSampler(Sampler[int]):
+class EpochSampler(Sampler):
     """A random permutation drawn from ``(seed, epoch)`` only, so a resumed run sees the same order.
 
-    Lightning calls ``set_epoch`` on samplers that have it.
+    Lightning calls ``set_epoch`` on samplers that have it. With ``with_epoch=True`` it yields
+    ``(index, epoch)`` pairs, for datasets whose random augmentation is seeded by them
+    (:class:`EpochSeededDataset`): then augmentation does not depend on the global RNG, which Lightning
+    and the data loader consume at points that differ between a fresh and a resumed epoch.
     """
 
-    def __init__(self, num_samples: int, seed: int = 0):
+    def __init__(self, num_samples: int, seed: int = 0, with_epoch: bool = False):
         self.num_samples = num_samples
         self.seed = seed
+        self.with_epoch = with_epoch
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def __iter__(self) -> Iterator[int]:
+    def __iter__(self) -> Iterator:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return iter(torch.randperm(self.num_samples, generator=generator).tolist())
+        order = torch.randperm(self.num_samples, generator=generator).tolist()
+        return iter([(i, self.epoch) for i in order] if self.with_epoch else order)
 
     def __len__(self) -> int:
         return self.num_samples
+
+
+class EpochSeededDataset(Dataset):
+    """Base for training sets with random augmentation: item ``(index, epoch)`` gets its own generator,
+    seeded by ``(seed, epoch, index)``, so a resumed run augments exactly as an uninterrupted one."""
+
+    seed: int = 0
+
+    def __getitem__(self, key):
+        index, epoch = key if isinstance(key, tuple) else (key, 0)
+        generator = torch.Generator().manual_seed(hash((self.seed, epoch, index)) % 2**62)
+        return self.augmented_item(index, generator)
+
+    def augmented_item(self, index: int, generator: torch.Generator):
+        raise NotImplementedError
 
 
 def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
@@ -94,7 +114,7 @@ class HubDataModule(pl.LightningDataModule):
             raise DataError(f"{type(self).__name__} has no {'training' if train else 'evaluation'} split")
         return DataLoader(
             dataset, batch_size=self.batch_size, num_workers=self.num_workers,
-            sampler=EpochSampler(len(dataset), self.seed) if train else None,
+            sampler=EpochSampler(len(dataset), self.seed, isinstance(dataset, EpochSeededDataset)) if train else None,
             persistent_workers=self.num_workers > 0, pin_memory=torch.cuda.is_available(),
         )
 

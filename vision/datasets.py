@@ -14,30 +14,30 @@ import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
 
 from hub.adapters import register_finetune_adapter, register_predict_adapter
-from hub.data import HubDataModule, stratified_split
+from hub.data import EpochSeededDataset, HubDataModule, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
-class ShiftAugment(Dataset):
-    """Random translation by up to ``max_shift`` pixels (zero padded), drawn from torch's RNG."""
+class ShiftAugment(EpochSeededDataset):
+    """Random translation by up to ``max_shift`` pixels (padded with the image minimum, the background), seeded per (epoch, index)."""
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, max_shift: int):
-        self.images, self.labels, self.max_shift = images, labels, max_shift
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, max_shift: int, seed: int):
+        self.images, self.labels, self.max_shift, self.seed = images, labels, max_shift, seed
 
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, i):
-        image = self.images[i]  # (C, H, W)
+    def augmented_item(self, index: int, generator: torch.Generator):
+        image = self.images[index]  # (C, H, W)
         s = self.max_shift
         if s:
             padded = F.pad(image, (s, s, s, s), value=float(image.min()))
-            dy, dx = torch.randint(0, 2 * s + 1, (2,)).tolist()
+            dy, dx = torch.randint(0, 2 * s + 1, (2,), generator=generator).tolist()
             image = padded[:, dy:dy + image.shape[1], dx:dx + image.shape[2]]
-        return image, self.labels[i]
+        return image, self.labels[index]
 
 
 class DigitsData(HubDataModule):
@@ -61,7 +61,7 @@ class DigitsData(HubDataModule):
         train_fraction = 1.0 - self.val_fraction - self.test_fraction
         train, val, test = stratified_split(digits.target, (train_fraction, self.val_fraction, self.test_fraction),
                                             self.split_seed)
-        self.train_set = ShiftAugment(images[train], labels[train], self.max_shift)
+        self.train_set = ShiftAugment(images[train], labels[train], self.max_shift, self.seed)
         self.val_set = TensorDataset(images[val], labels[val])
         self.test_set = TensorDataset(images[test], labels[test])
         self.num_classes = 10
