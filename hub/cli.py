@@ -143,13 +143,15 @@ def cmd_predict(args) -> int:
     regression = card.task.endswith("regression")  # outputs are values, printed as they are
     out_file = open(args.out, "w", newline="") if args.out else None
     writer = csv.writer(out_file) if out_file else None
+    wrote_header = False
     try:
         with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
                                           file=sys.stderr) as bar:
             for names, logits in predict_logits(card, model, args.files, args.batch_size):
                 header, rows = _prediction_cells(logits, regression, args.top_k, labels)
-                if writer and bar.n == 0:
+                if writer and not wrote_header:  # tqdm does not count when disabled, so keep a flag
                     writer.writerow(["file", *header])
+                    wrote_header = True
                 for name, cells in zip(names, rows):
                     shown = [f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells)]
                     print("  ".join([name, *shown]))
