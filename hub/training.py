@@ -31,7 +31,8 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from hub.cards import PretrainedCfg, atomic_write_bytes, write_card
 from hub.errors import RecipeError, TrainingError
-from hub.recipe import OptimizerSection, Recipe, SchedulerSection, check_builder_args, load_recipe, validate_recipe
+from hub.plotting import save_figure
+from hub.recipe import OptimizerSection, Recipe, SchedulerSection, check_builder_args, load_recipe
 from hub.registry import get_dataset_entry, get_model_entry
 from hub.tasks import Task, create_task
 from hub.weights import save_state_dict, sha256_bytes
@@ -200,10 +201,7 @@ def plot_curves(rows: list[dict[str, float]], path: Path) -> None:
         ax.set_xlabel("epoch")
         ax.legend()
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_figure(fig, path)
 
 
 def new_run_dir(output_dir: str, recipe_name: str, seed: int) -> Path:
@@ -232,7 +230,7 @@ def build_data(recipe: Recipe):
 
 
 def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
-    from hub.models import create_model, load
+    from hub.models import create_model
 
     entry = get_model_entry(recipe.model.name)
     args = dict(recipe.model.args)

@@ -19,7 +19,6 @@ Shapes: every array is (N,) over patients; risks are log hazard ratios (higher =
 """
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +90,7 @@ def risk_group_plot(time: np.ndarray, event: np.ndarray, risk: np.ndarray, path:
     from sksurv.compare import compare_survival
     from sksurv.nonparametric import kaplan_meier_estimator
 
-    from hub.cards import atomic_write_bytes
+    from hub.plotting import save_figure
 
     time, event, risk = np.asarray(time, np.float64), np.asarray(event).astype(bool), np.asarray(risk, np.float64)
     high = risk > np.median(risk)
@@ -106,8 +105,5 @@ def risk_group_plot(time: np.ndarray, event: np.ndarray, risk: np.ndarray, path:
     ax.set_title(f"{title} log-rank p = {p_value:.2g}".strip())
     ax.legend()
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_figure(fig, path)
     return float(p_value)

@@ -11,13 +11,12 @@ data's ``rul_cap``, counted back from the official RUL after the last cycle.
 from __future__ import annotations
 
 import argparse
-import io
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from hub.cards import atomic_write_bytes
+from hub.plotting import save_figure
 from timeseries.rul_data import RULWindowData, rul_targets, sliding_windows
 
 
@@ -66,11 +65,8 @@ def plot_rul_forecast(model: torch.nn.Module, data: RULWindowData, path: str | P
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
     path = Path(path)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_figure(fig, path)
     return path
 
 

@@ -6,13 +6,12 @@
 from __future__ import annotations
 
 import argparse
-import io
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from hub.cards import atomic_write_bytes
+from hub.plotting import save_figure
 from timeseries.testam import EXPERTS
 
 
@@ -48,11 +47,8 @@ def plot_routing(model: torch.nn.Module, data, path: str | Path, split: str = "t
     bottom.set_ylabel("share of sensors")
     bottom.legend(fontsize=7)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
     path = Path(path)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_figure(fig, path)
     return path
 
 

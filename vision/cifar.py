@@ -9,7 +9,6 @@ checks its MD5, the checksum the dataset's authors publish. BreastMNIST is the o
 from __future__ import annotations
 
 import numpy as np
-import torch
 from torch.utils.data import Dataset, Subset
 from torchvision import datasets as tv_datasets
 from torchvision import transforms as T

@@ -7,7 +7,6 @@ torch.Size([1, 8, 8])
 """
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import torch
@@ -15,7 +14,7 @@ import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 
 from hub.attention.cbam import CBAM
-from hub.cards import atomic_write_bytes
+from hub.plotting import save_figure
 from hub.errors import HubError
 
 
@@ -97,7 +96,4 @@ def save_overlay(image: torch.Tensor, heatmap: torch.Tensor, path: str | Path, t
     for ax in axes:
         ax.axis("off")
     fig.suptitle(title, fontsize=8)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_figure(fig, path, dpi=100, bbox_inches="tight")
