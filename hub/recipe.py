@@ -74,7 +74,9 @@ class TrainerSection(_Strict):
     limit_val_batches: float | int = 1.0
     log_every_n_steps: int = 10
     deterministic: bool = False
-    monitor: str | None = None  # default: the task's validation metric
+    # default: the task's validation metric. A list applies the GAT paper's rule: patience counts epochs
+    # where none reaches its best so far; the kept epoch is the last where all reached it together.
+    monitor: str | list[str] | None = None
     test_checkpoint: Literal["best", "last"] = "best"  # which weights are tested and kept: best monitored epoch or last
     early_stopping: EarlyStoppingSection = Field(default_factory=EarlyStoppingSection)
     compile: bool = False

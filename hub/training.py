@@ -172,6 +172,50 @@ class RunRecorder(pl.Callback):
         self.history = list(state_dict["history"])
 
 
+class JointImprovement(pl.Callback):
+    """The stopping rule of the GAT paper's reference code, for several validation metrics at once.
+
+    An epoch *improves* when any metric reaches its best so far (ties count); it is *best* when all of
+    them do together. The callback logs the latest such epochs as :attr:`IMPROVED` and :attr:`BEST`, so
+    Lightning's EarlyStopping (patience on the first) and ModelCheckpoint (``best.ckpt`` on the second)
+    apply the rule unchanged; its running bests travel in checkpoints, so ``--resume`` continues it.
+    """
+
+    IMPROVED, BEST = "monitor/improved_at", "monitor/best_at"
+
+    def __init__(self, modes: dict[str, str]):
+        self.modes = modes  # metric -> "min" | "max"
+        self.bests: dict[str, float] = {}
+        self.improved_epoch = self.best_epoch = -1
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        if trainer.sanity_checking:
+            return
+        missing = [m for m in self.modes if m not in trainer.callback_metrics]
+        if missing:
+            raise RecipeError(f"trainer.monitor names {missing}, which the model does not log; "
+                              f"logged: {sorted(trainer.callback_metrics)}")
+        values = {m: float(trainer.callback_metrics[m]) for m in self.modes}
+        reached = [m not in self.bests or (v <= self.bests[m] if self.modes[m] == "min" else v >= self.bests[m])
+                   for m, v in values.items()]
+        if any(reached):
+            self.improved_epoch = trainer.current_epoch
+            if all(reached):
+                self.best_epoch = trainer.current_epoch
+            for m, v in values.items():
+                best = self.bests.get(m, v)
+                self.bests[m] = min(best, v) if self.modes[m] == "min" else max(best, v)
+        pl_module.log(self.IMPROVED, float(self.improved_epoch))
+        pl_module.log(self.BEST, float(self.best_epoch))
+
+    def state_dict(self):
+        return {"bests": self.bests, "improved_epoch": self.improved_epoch, "best_epoch": self.best_epoch}
+
+    def load_state_dict(self, state_dict):
+        self.bests = dict(state_dict["bests"])
+        self.improved_epoch, self.best_epoch = state_dict["improved_epoch"], state_dict["best_epoch"]
+
+
 def write_metrics_csv(path: Path, rows: list[dict[str, float]]) -> None:
     keys: list[str] = []
     for row in rows:
@@ -189,7 +233,7 @@ def plot_curves(rows: list[dict[str, float]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = sorted({k.split("/", 1)[1] for row in rows for k in row if "/" in k})
+    metrics = sorted({k.split("/", 1)[1] for row in rows for k in row if k.split("/", 1)[0] in ("train", "val")})
     fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(4 * max(1, len(metrics)), 3.2), squeeze=False)
     epochs = [r["epoch"] for r in rows]
     for ax, metric in zip(axes[0], metrics):
@@ -286,10 +330,14 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, e
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
     cfg = recipe.trainer
-    monitor = cfg.monitor or task.monitor
-    mode = task.mode if cfg.monitor is None else ("min" if "loss" in monitor or "rmse" in monitor else "max")
+    monitored = cfg.monitor if isinstance(cfg.monitor, list) else [cfg.monitor or task.monitor]
+    modes = {m: task.mode if m == task.monitor else ("min" if "loss" in m or "rmse" in m else "max")
+             for m in monitored}
+    joint = [JointImprovement(modes)] if len(monitored) > 1 else []
+    monitor, mode = (JointImprovement.BEST, "max") if joint else (monitored[0], modes[monitored[0]])
     checkpoints = run_dir / "checkpoints"
     callbacks: list[pl.Callback] = [
+        *joint,
         # best.ckpt: the epoch with the best monitored metric (first, so it is trainer.checkpoint_callback)
         ModelCheckpoint(dirpath=checkpoints, filename="best", monitor=monitor, mode=mode, save_top_k=1,
                         enable_version_counter=False, auto_insert_metric_name=False),
@@ -300,7 +348,8 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, e
         recorder,
     ]
     if cfg.early_stopping.patience is not None:
-        callbacks.append(EarlyStopping(monitor=monitor, mode=mode, patience=cfg.early_stopping.patience,
+        callbacks.append(EarlyStopping(monitor=JointImprovement.IMPROVED if joint else monitor, mode=mode,
+                                       patience=cfg.early_stopping.patience,
                                        min_delta=cfg.early_stopping.min_delta))
     return pl.Trainer(
         default_root_dir=run_dir, max_epochs=cfg.max_epochs, accelerator=cfg.accelerator, devices=cfg.devices,
@@ -311,6 +360,13 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, e
         deterministic=cfg.deterministic, callbacks=callbacks, logger=False, plugins=[AtomicCheckpointIO()],
         enable_progress_bar=enable_progress, enable_model_summary=False, num_sanity_val_steps=0,
     ), monitor, mode
+
+
+def _epoch_selection(recipe: Recipe, monitor: str, mode: str) -> str:
+    if monitor == JointImprovement.BEST:
+        return (f"weights of the last epoch where {', '.join(recipe.trainer.monitor)} all reached their best so far "
+                "are tested (the GAT paper's rule)")
+    return f"weights of the epoch with the best {monitor} ({mode}) are tested"
 
 
 def _check_resume(run_dir: Path, recipe: Recipe) -> None:
@@ -401,8 +457,8 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
         "best": {"monitor": monitor, "mode": mode, "value": float(best_score) if best_score is not None else None,
                  "epoch": best_epoch, "checkpoint": Path(best_path).name},
         "test": test,
-        "epoch_selection": (f"weights of the epoch with the best {monitor} ({mode}) are tested"
-                            if best_path != last_path else "weights of the last epoch are tested (fixed schedule)"),
+        "epoch_selection": _epoch_selection(recipe, monitor, mode) if best_path != last_path
+        else "weights of the last epoch are tested (fixed schedule)",
         "replicas": replicas,
     }
     atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())

@@ -275,3 +275,34 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     assert all(line.split()[1] in {"c0", "c1", "c2"} for line in lines)
     rows = list(csv.reader(open(tmp_path / "p.csv")))
     assert rows[0] == ["file", "class_1", "prob_1", "class_2", "prob_2"] and len(rows) == 7
+
+
+# ---- explain ------------------------------------------------------------------------------------------
+
+def test_neighbourhood_attention_matches_the_layer_and_is_drawn(tmp_path):
+    """The attention into a node is the layer's own alpha on the edges into it, sums to 1 per head, and
+    does not depend on the order the edges are listed in; the ego-graph figure is written."""
+    from graph.explain import neighbourhood_attention, plot_node_attention
+
+    graph = karate()
+    model = hub.create_model("gat", in_channels=graph.x.shape[1], num_classes=4).eval()
+    node = 0
+    layers = neighbourhood_attention(model, graph.x, graph.edge_index, node)
+    degree = int((graph.edge_index[1] == node).sum())
+    assert [tuple(alpha.shape) for _, alpha in layers] == [(degree + 1, 8), (degree + 1, 1)]
+    for neighbours, alpha in layers:
+        assert node in neighbours.tolist()
+        torch.testing.assert_close(alpha.sum(0), torch.ones(alpha.shape[1]))
+    edges, alpha = model.attention(graph.x, graph.edge_index)[0]
+    into = edges[1] == node
+    expected = dict(zip(edges[0, into].tolist(), alpha[into].tolist()))
+    assert all(torch.allclose(torch.tensor(expected[n]), a) for n, a in zip(layers[0][0].tolist(), layers[0][1]))
+    shuffled = graph.edge_index[:, torch.randperm(graph.edge_index.shape[1], generator=torch.Generator().manual_seed(0))]
+    for (n1, a1), (n2, a2) in zip(layers, neighbourhood_attention(model, graph.x, shuffled, node)):
+        assert torch.equal(n1, n2)
+        torch.testing.assert_close(a1, a2)
+    path = plot_node_attention(model, graph.x, graph.edge_index, node, tmp_path / "node0.png",
+                               classes=["a", "b", "c", "d"])
+    assert path.stat().st_size > 10_000
+    with pytest.raises(DataError, match="outside the graph"):
+        neighbourhood_attention(model, graph.x, graph.edge_index, 10_000)

@@ -103,3 +103,29 @@ def test_ddp_on_cpu_trains_the_same_weights_in_both_processes(repo, tmp_path):
     summary = json.loads((run / "metrics.json").read_text())
     assert summary["replicas"]["world_size"] == 2
     assert summary["replicas"]["in_sync"] is True
+
+
+def test_joint_monitor_follows_the_gat_rule(repo, tmp_path):
+    """trainer.monitor=[val/loss, val/acc]: patience counts epochs where neither reaches its best so far;
+    the tested weights are those of the last epoch where both did (checked against metrics.csv)."""
+    run = _train(repo, tmp_path, ["trainer.max_epochs=8", "trainer.monitor=[val/loss,val/acc]",
+                                  "trainer.early_stopping.patience=2", "trainer.test_checkpoint=best",
+                                  "optimizer.lr=0.05"])
+    rows = [dict(zip(*[line.split(",") for line in pair]))
+            for pair in [((run / "metrics.csv").read_text().splitlines()[0], line)
+                         for line in (run / "metrics.csv").read_text().splitlines()[1:]]]
+    best_loss, best_acc, improved, best, waited = float("inf"), -1.0, -1, -1, 0
+    for row in rows:
+        loss, acc, epoch = float(row["val/loss"]), float(row["val/acc"]), int(row["epoch"])
+        if loss <= best_loss or acc >= best_acc:
+            improved, waited = epoch, 0
+            if loss <= best_loss and acc >= best_acc:
+                best = epoch
+            best_loss, best_acc = min(best_loss, loss), max(best_acc, acc)
+        else:
+            waited += 1
+        assert float(row["monitor/best_at"]) == best and float(row["monitor/improved_at"]) == improved
+    summary = json.loads((run / "metrics.json").read_text())
+    assert summary["best"]["epoch"] == best and "GAT" in summary["epoch_selection"]
+    assert torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["epoch"] == best
+    assert len(rows) == 8 or waited == 2  # stopped by patience, or ran out of epochs

@@ -1,0 +1,98 @@
+"""Explanations for graph attention models: the attention a node pays to its neighbours, per head and
+layer, and a drawing of the node's ego graph with each edge drawn by its attention.
+
+GAT's attention ``alpha_ij`` is a softmax over the in-neighbours ``j`` of node ``i`` (self-loop
+included), so the weights into one node sum to 1 per head: that row is what the node "looks at".
+
+>>> model = hub.load("gat.cora")
+>>> graph = hub.registry.get_dataset_entry("cora").builder().graph   # after setup()
+>>> [alpha.shape for _, alpha in neighbourhood_attention(model, graph.x, graph.edge_index, 0)]
+[torch.Size([4, 8]), torch.Size([4, 1])]
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from hub.errors import DataError
+from hub.plotting import save_figure
+
+
+def neighbourhood_attention(model, x: torch.Tensor, edge_index: torch.Tensor,
+                            node: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer, ``(neighbours (K,), alpha (K, heads))``: the attention ``node`` pays to each neighbour
+    (itself included, through the self-loop), in evaluation mode. ``model`` is a graph attention net
+    with an ``attention(x, edge_index)`` method (GAT, GATv2, CAT)."""
+    num_nodes = x.shape[0]
+    if not 0 <= node < num_nodes:
+        raise DataError(f"node index {node} is outside the graph's {num_nodes} nodes")
+    was_training = model.training
+    model.eval()
+    try:
+        layers = model.attention(x, edge_index)
+    finally:
+        model.train(was_training)
+    result = []
+    for edges, alpha in layers:
+        into = edges[1] == node  # (E',) edges j -> node
+        order = torch.argsort(edges[0, into])
+        result.append((edges[0, into][order], alpha[into][order]))
+    return result
+
+
+def plot_node_attention(model, x: torch.Tensor, edge_index: torch.Tensor, node: int, path: str | Path,
+                        names: list[str] | None = None, classes: list[str] | None = None,
+                        max_neighbours: int = 30) -> Path:
+    """One figure: a heads x neighbours heat map per layer, and the node's ego graph (its neighbours and
+    the edges among them) with each edge into the node drawn as wide and dark as its first-layer
+    attention averaged over heads. ``names`` label the nodes (default: their indices); ``classes`` add
+    the predicted class of each drawn node. Keeps the ``max_neighbours`` most attended neighbours."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx  # a dependency of torch itself; used only for the spring layout
+
+    layers = neighbourhood_attention(model, x, edge_index, node)
+    first_neighbours, first_alpha = layers[0]
+    keep = first_alpha.mean(1).argsort(descending=True)[:max_neighbours]
+    shown = set(first_neighbours[keep].tolist()) | {node}
+    names = names or [str(i) for i in range(x.shape[0])]
+    with torch.no_grad():
+        model.eval()
+        predicted = model(x, edge_index).argmax(-1)
+    label = (lambda i: f"{names[i]}\n{classes[int(predicted[i])]}") if classes else (lambda i: names[i])
+
+    fig, axes = plt.subplots(1, len(layers) + 1, figsize=(5 * (len(layers) + 1), 4.5),
+                             gridspec_kw={"width_ratios": [1] * len(layers) + [1.6]})
+    for index, (ax, (neighbours, alpha)) in enumerate(zip(axes, layers)):
+        chosen = [i for i, n in enumerate(neighbours.tolist()) if n in shown]
+        image = ax.imshow(alpha[chosen].T.numpy(), aspect="auto", cmap="viridis", vmin=0)
+        ax.set_xticks(range(len(chosen)), [names[int(neighbours[i])] for i in chosen], rotation=90, fontsize=7)
+        ax.set_yticks(range(alpha.shape[1]), [f"head {h}" for h in range(alpha.shape[1])], fontsize=7)
+        ax.set_title(f"layer {index + 1}: attention of node {names[node]}")
+        fig.colorbar(image, ax=ax, fraction=0.046)
+
+    ego = nx.DiGraph()
+    ego.add_nodes_from(shown)
+    src, dst = edge_index
+    among = torch.tensor([s in shown and d in shown and s != d for s, d in zip(src.tolist(), dst.tolist())])
+    ego.add_edges_from(zip(src[among].tolist(), dst[among].tolist()))
+    weight = {int(n): float(a) for n, a in zip(first_neighbours, first_alpha.mean(1))}
+    layout = nx.spring_layout(ego, seed=0)
+    ax = axes[-1]
+    context = [(s, d) for s, d in ego.edges if d != node]
+    nx.draw_networkx_edges(ego, layout, edgelist=context, ax=ax, edge_color="0.85", arrows=False)
+    into = [(s, node) for s in shown if s != node and (s, node) in ego.edges]
+    nx.draw_networkx_edges(ego, layout, edgelist=into, ax=ax, width=[1 + 8 * weight[s] for s, _ in into],
+                           edge_color=[weight[s] for s, _ in into], edge_cmap=plt.cm.viridis,
+                           edge_vmin=min(weight.values()), edge_vmax=max(weight.values()), arrows=True, arrowsize=8)
+    nx.draw_networkx_nodes(ego, layout, ax=ax, node_size=[600 if n == node else 250 for n in ego.nodes],
+                           node_color=["tab:red" if n == node else "tab:blue" for n in ego.nodes])
+    nx.draw_networkx_labels(ego, layout, {n: label(n) for n in ego.nodes}, ax=ax, font_size=7)
+    ax.set_title(f"ego graph of {names[node]} (self-attention {weight.get(node, 0.0):.2f})")
+    ax.axis("off")
+    fig.tight_layout()
+    save_figure(fig, path)
+    return Path(path)
