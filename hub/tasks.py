@@ -31,6 +31,11 @@ def create_task(name: str, **kwargs) -> "Task":
     return _TASKS[name](**kwargs)
 
 
+def call_model(model: torch.nn.Module, x) -> torch.Tensor:
+    """``model(**x)`` for a dict of named inputs (e.g. a table's ``x_num``, ``x_cat``), else ``model(x)``."""
+    return model(**x) if isinstance(x, dict) else model(x)
+
+
 class Task:
     """Base class. ``monitor``/``mode`` pick the best checkpoint; ``step`` returns (loss, preds, target)."""
 
@@ -49,7 +54,9 @@ class Task:
 
 @register_task("classification")
 class ClassificationTask(Task):
-    """Cross-entropy over ``(x, y)`` batches; accuracy and macro F1 (accuracy and AUROC for 2 classes)."""
+    """Cross-entropy over ``(x, y)`` batches; accuracy and macro F1 (accuracy and AUROC for 2 classes).
+    Logits (B, k, C) of k ensemble members are trained each on its own (mean of their losses) and predict
+    by their mean probability."""
 
     monitor = "val/acc"
     mode = "max"
@@ -69,15 +76,21 @@ class ClassificationTask(Task):
 
     def step(self, model, batch, stage):
         x, y = batch
-        logits = model(x)
-        loss = F.cross_entropy(logits, y, label_smoothing=self.label_smoothing if stage == "train" else 0.0)
+        logits = call_model(model, x)
+        smoothing = self.label_smoothing if stage == "train" else 0.0
+        if logits.ndim == 3:  # (B, k, C): k ensemble members (TabM in training), each with its own loss
+            loss = F.cross_entropy(logits.flatten(0, 1), y.repeat_interleave(logits.shape[1]), label_smoothing=smoothing)
+            probs = logits.detach().float().softmax(-1).mean(1)  # the ensemble's prediction
+            return loss, (probs[:, 1] if self.num_classes == 2 else probs), y
+        loss = F.cross_entropy(logits, y, label_smoothing=smoothing)
         probs = logits.detach().float().softmax(-1)
         return loss, (probs[:, 1] if self.num_classes == 2 else probs), y
 
 
 @register_task("regression")
 class RegressionTask(Task):
-    """Mean squared error on standardised targets; RMSE and MAE."""
+    """Mean squared error on standardised targets; RMSE and MAE. Outputs (B, k, 1) of k ensemble members
+    are trained each on its own (mean of their losses) and predict by their mean."""
 
     monitor = "val/rmse"
     mode = "min"
@@ -93,5 +106,7 @@ class RegressionTask(Task):
 
     def step(self, model, batch, stage):
         x, y = batch
-        pred = model(x).squeeze(-1)
+        pred = call_model(model, x).squeeze(-1)  # (B,) or (B, k) for k ensemble members
+        if pred.ndim == 2:
+            return F.mse_loss(pred, y[:, None].expand_as(pred)), pred.detach().mean(1), y
         return F.mse_loss(pred, y), pred.detach(), y

@@ -1,0 +1,298 @@
+"""Tabular datasets: scikit-learn's shipped sets, Adult, California Housing, Churn Modelling and any CSV.
+
+Every sample is ``(inputs, target)`` with ``inputs = {"x_num": (F,) float32, "x_cat": (C,) int64}`` (training
+rows also carry ``"index"``: their row in the training set, which TabR uses to leave a row out of its own
+neighbours) and ``target`` a class index or a standardised value. Splits are fixed by ``split_seed``
+(stratified by class for classification); the :class:`~tabular.preprocessing.TabularPreprocessor` is fitted
+on the training part only and kept in ``input_spec["preprocessor"]`` (JSON) of the model card.
+
+Models that need the training rows at inference (TabR's candidates) get them through ``set_candidates``,
+called when training starts (:meth:`TabularData.train_dataloader`).
+
+>>> data = breast_cancer(); data.setup()
+>>> inputs, y = data.train_set[0]; inputs["x_num"].shape, data.num_classes
+(torch.Size([30]), 2)
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import pandas as pd
+import torch
+from torch.utils.data import Dataset
+
+from hub.adapters import register_finetune_adapter, register_predict_adapter
+from hub.data import HubDataModule, data_dir, stratified_split
+from hub.errors import DataError
+from hub.registry import register_dataset
+from hub.weights import fetch, read_verified
+from tabular.preprocessing import TASKS, TabularPreprocessor, _labels, read_table
+
+ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
+                 "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country",
+                 "income"]
+# name -> (folder, file, sha256, bytes, canonical URL or None); the sha256 and sizes are those of
+# ../shared/data/<folder>/PROVENANCE.md. The Churn copy there was repaired (a stray last line dropped, CRLF),
+# so no public URL serves those bytes: it is read from HUB_DATA_DIR only.
+FILES = {
+    "adult.data": ("adult", "adult.data", "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
+                   3_974_305, "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/adult.data"),
+    "adult.test": ("adult", "adult.test", "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
+                   2_003_153, "https://archive.ics.uci.edu/ml/machine-learning-databases/adult/adult.test"),
+    "housing.csv": ("california_housing", "housing.csv",
+                    "8a3727f4cf54ac1a327f69b1d5b4db54c5834ea81c6e4efc0d163300022a685e", 1_423_529,
+                    "https://raw.githubusercontent.com/ageron/handson-ml2/1e2115277b50f6c584cd668fa30e3af309a5b136/"
+                    "datasets/housing/housing.csv"),
+    "Churn_Modelling.csv": ("churn_modelling", "Churn_Modelling.csv",
+                            "3996cd1fa372e0db0cd9c0ebac35bbd4e8e3c65fb942bb010c826e7b1eeef0a0", 684_858, None),
+}
+
+
+def data_file(key: str) -> Path:
+    """``data_dir()/<folder>/<file>`` when present, else downloaded into the cache; sha256 checked either way."""
+    folder, file, sha256, num_bytes, url = FILES[key]
+    local = data_dir() / folder / file
+    if not local.is_file():
+        if url is None:
+            raise DataError(f"{file} is not in {local.parent} and has no verified public copy; put the file of "
+                            f"sha256 {sha256} there (see PROVENANCE.md of the shared data) or set HUB_DATA_DIR")
+        local = fetch(url, sha256, num_bytes)
+    read_verified(local, sha256)
+    return local
+
+
+class TabularRows(Dataset):
+    """Preprocessed rows; ``with_index`` adds each row's position (training rows, for TabR)."""
+
+    def __init__(self, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, with_index: bool = False):
+        self.x_num = torch.as_tensor(x_num)  # (N, F) float32
+        self.x_cat = torch.as_tensor(x_cat)  # (N, C) int64
+        self.y = torch.as_tensor(y)  # (N,) int64 class or float32 standardised value
+        self.with_index = with_index
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i):
+        inputs = {"x_num": self.x_num[i], "x_cat": self.x_cat[i]}
+        if self.with_index:
+            inputs["index"] = i
+        return inputs, self.y[i]
+
+
+class TabularData(HubDataModule):
+    """A table split into train / validation / test with a preprocessor fitted on train.
+
+    ``load()`` returns the whole table, or ``(train_and_val, test)`` when the data has a published test split.
+    """
+
+    def __init__(self, target: str, task: str = "auto", numeric: list[str] | None = None,
+                 categorical: list[str] | None = None, scaling: str = "quantile", val_fraction: float = 0.15,
+                 test_fraction: float = 0.15, split_seed: int = 0, info: dict[str, Any] | None = None,
+                 batch_size: int = 256, num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        self.target, self.task_kind, self.scaling = target, task, scaling
+        self.numeric, self.categorical = numeric, categorical
+        self.val_fraction, self.test_fraction, self.split_seed = val_fraction, test_fraction, split_seed
+        self.base_info = info or {}
+        self.preprocessor: TabularPreprocessor | None = None
+        self.frames: dict[str, pd.DataFrame] = {}
+
+    def load(self) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
+        raise NotImplementedError
+
+    def _split(self, frame: pd.DataFrame, fractions: tuple[float, ...]) -> list[pd.DataFrame]:
+        if self.target not in frame.columns:
+            raise DataError(f"target column {self.target!r} is not in the table; its columns are {list(frame.columns)}")
+        if self.task_kind == "regression" or (self.task_kind == "auto" and self._numeric_target(frame)):
+            order = np.random.default_rng(self.split_seed).permutation(len(frame))
+            bounds = np.cumsum([int(round(f * len(frame))) for f in fractions[:-1]])
+            parts = [np.sort(p) for p in np.split(order, bounds)]
+        else:
+            codes = pd.factorize(_labels(frame[self.target].fillna("")))[0]
+            parts = stratified_split(codes, fractions, self.split_seed)
+        return [frame.iloc[p].reset_index(drop=True) for p in parts]
+
+    def _numeric_target(self, frame: pd.DataFrame) -> bool:
+        values = pd.to_numeric(frame[self.target], errors="coerce")
+        return bool(values.notna().all()) and (not np.allclose(values, np.round(values)) or values.nunique() > 20)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        loaded = self.load()
+        if isinstance(loaded, tuple):
+            rest, test = loaded
+            train, val = self._split(rest, (1 - self.val_fraction, self.val_fraction))
+        else:
+            train, val, test = self._split(loaded, (1 - self.val_fraction - self.test_fraction, self.val_fraction,
+                                                    self.test_fraction))
+        self.frames = {"train": train, "val": val, "test": test}
+        pre = TabularPreprocessor.fit(train, self.target, self.task_kind, self.numeric, self.categorical, self.scaling)
+        self.preprocessor = pre
+        self.task = "regression" if pre.task == "regression" else "classification"
+        self.num_classes = pre.num_outputs
+        self.label_names = list(pre.classes)
+        sets = {}
+        for name, frame in self.frames.items():
+            x_num, x_cat = pre.transform(frame)
+            sets[name] = TabularRows(x_num, x_cat, pre.transform_target(frame[self.target]), with_index=name == "train")
+        self.train_set, self.val_set, self.test_set = sets["train"], sets["val"], sets["test"]
+        self.input_spec = {"kind": "table", "preprocessor": pre.to_dict()}
+        self.info = {**self.base_info, "sizes": [len(train), len(val), len(test)],
+                     "split": f"validation {self.val_fraction:.0%}, test "
+                              f"{'the published test file' if isinstance(loaded, tuple) else f'{self.test_fraction:.0%}'}, "
+                              f"{'stratified by class, ' if pre.task != 'regression' else ''}split_seed={self.split_seed}"}
+
+    def model_args(self) -> dict[str, Any]:
+        pre = self.preprocessor
+        return {"num_classes": pre.num_outputs, "num_numeric": pre.num_numeric,
+                "cat_cardinalities": pre.cat_cardinalities, "num_candidates": len(self.train_set)}
+
+    def train_dataloader(self):
+        model = getattr(getattr(self.trainer, "lightning_module", None), "model", None) if self.trainer else None
+        if hasattr(model, "set_candidates"):  # TabR retrieves from the training rows
+            model.set_candidates(self.train_set.x_num, self.train_set.x_cat, self.train_set.y)
+        return super().train_dataloader()
+
+
+class FrameData(TabularData):
+    """A table produced by a function (scikit-learn sets and the shared files)."""
+
+    def __init__(self, loader, **kwargs):
+        super().__init__(**kwargs)
+        self.loader = loader
+
+    def load(self):
+        return self.loader()
+
+
+class CSVData(TabularData):
+    """A user's CSV file with a header row."""
+
+    def __init__(self, path: str, drop: list[str] = (), **kwargs):
+        super().__init__(**kwargs)
+        self.path, self.drop = Path(path), list(drop)
+
+    def load(self) -> pd.DataFrame:
+        return read_table(self.path, self.drop)
+
+
+def _sklearn(name: str) -> pd.DataFrame:
+    import sklearn.datasets
+
+    bunch = getattr(sklearn.datasets, f"load_{name}")(as_frame=True)
+    frame = bunch.frame.rename(columns={bunch.target.name: "target"})
+    if name != "diabetes":  # class names instead of indices
+        frame["target"] = np.asarray(bunch.target_names)[bunch.target.to_numpy()]
+    return frame
+
+
+def _adult() -> tuple[pd.DataFrame, pd.DataFrame]:
+    def read(key, skip):
+        frame = pd.read_csv(data_file(key), header=None, names=ADULT_COLUMNS, skipinitialspace=True,
+                            na_values=["?"], skiprows=skip)
+        frame["income"] = frame["income"].str.rstrip(".")  # adult.test writes '>50K.'
+        return frame
+
+    return read("adult.data", 0), read("adult.test", 1)
+
+
+SKLEARN_INFO = {"source": "scikit-learn's shipped copy (sklearn.datasets)", "license": "BSD-3-Clause (scikit-learn)"}
+INFO = {
+    "adult": {"source": "UCI Adult (Kohavi 1996), ../shared/data/adult", "license": "CC BY 4.0 (UCI)"},
+    "california_housing": {"source": "California Housing (Pace & Barry 1997), Geron's housing.csv variant",
+                           "license": "Apache-2.0 (ageron/handson-ml2)"},
+    "churn_modelling": {"source": "Kaggle 'Churn Modelling' (shrutime), ../shared/data/churn_modelling",
+                        "license": "none stated"},
+}
+
+
+def _common(batch_size, num_workers, seed, split_seed, scaling):
+    return dict(batch_size=batch_size, num_workers=num_workers, seed=seed, split_seed=split_seed, scaling=scaling)
+
+
+@register_dataset(task="classification")
+def breast_cancer(batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                  scaling: str = "quantile") -> FrameData:
+    """scikit-learn's breast cancer (569 rows, 30 numeric features, binary): the embedded default."""
+    return FrameData(lambda: _sklearn("breast_cancer"), target="target", info=SKLEARN_INFO,
+                     **_common(batch_size, num_workers, seed, split_seed, scaling))
+
+
+@register_dataset(task="classification")
+def wine(batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+         scaling: str = "quantile") -> FrameData:
+    """scikit-learn's wine (178 rows, 13 numeric features, 3 classes)."""
+    return FrameData(lambda: _sklearn("wine"), target="target", info=SKLEARN_INFO,
+                     **_common(batch_size, num_workers, seed, split_seed, scaling))
+
+
+@register_dataset(task="regression")
+def diabetes(batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+             scaling: str = "quantile") -> FrameData:
+    """scikit-learn's diabetes (442 rows, 10 numeric features, regression)."""
+    return FrameData(lambda: _sklearn("diabetes"), target="target", info=SKLEARN_INFO,
+                     **_common(batch_size, num_workers, seed, split_seed, scaling))
+
+
+@register_dataset(task="classification")
+def adult(batch_size: int = 256, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+          scaling: str = "quantile") -> FrameData:
+    """UCI Adult: income >50K (binary); the published adult.test is the test split, validation from adult.data."""
+    return FrameData(_adult, target="income", info=INFO["adult"],
+                     **_common(batch_size, num_workers, seed, split_seed, scaling))
+
+
+@register_dataset(task="regression")
+def california_housing(batch_size: int = 256, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                       scaling: str = "quantile") -> FrameData:
+    """California Housing (housing.csv): median_house_value, regression; 70/15/15 split."""
+    return FrameData(lambda: read_table(data_file("housing.csv")), target="median_house_value",
+                     info=INFO["california_housing"], **_common(batch_size, num_workers, seed, split_seed, scaling))
+
+
+@register_dataset(task="classification")
+def churn_modelling(batch_size: int = 256, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                    scaling: str = "quantile") -> FrameData:
+    """Bank customer churn: Exited (binary); RowNumber, CustomerId and Surname dropped; 70/15/15 split."""
+    return FrameData(lambda: read_table(data_file("Churn_Modelling.csv"), ["RowNumber", "CustomerId", "Surname"]),
+                     target="Exited", info=INFO["churn_modelling"],
+                     **_common(batch_size, num_workers, seed, split_seed, scaling))
+
+
+@register_dataset(task="classification")
+def tabular_csv(path: str, target: str, task: str = "auto", numeric: list[str] | None = None,
+                categorical: list[str] | None = None, drop: list[str] = (), scaling: str = "quantile",
+                val_fraction: float = 0.15, test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 256,
+                num_workers: int = 0, seed: int = 0) -> CSVData:
+    """Any CSV with a header: ``target`` column, task auto|binary|multiclass|regression, the other columns features."""
+    if task not in TASKS:
+        raise DataError(f"data.args.task must be one of {TASKS}, got {task!r}")
+    return CSVData(path, drop, target=target, task=task, numeric=numeric, categorical=categorical, scaling=scaling,
+                   val_fraction=val_fraction, test_fraction=test_fraction, split_seed=split_seed,
+                   info={"source": str(path), "license": "the user's data"}, batch_size=batch_size,
+                   num_workers=num_workers, seed=seed)
+
+
+@register_finetune_adapter("table")
+def table_section(card, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
+    """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
+    spec = card.input_spec["preprocessor"]
+    return {"name": "tabular_csv", "args": {"path": str(path), "target": target or spec["target"], "task": task}}
+
+
+@register_predict_adapter("table")
+def table_predict(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+    """Yield ``(row numbers, outputs)`` for the rows of each CSV: class logits, or regression values in the
+    target's own units (the standardisation is undone)."""
+    pre = TabularPreprocessor.from_dict(card.input_spec["preprocessor"])
+    for path in paths:
+        x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(read_table(path)))
+        for start in range(0, len(x_num), batch_size):
+            out = model(x_num[start:start + batch_size], x_cat[start:start + batch_size])
+            if pre.task == "regression":
+                out = out * pre.target_std + pre.target_mean
+            yield [str(i + 1) for i in range(start, start + len(out))], out

@@ -1,0 +1,83 @@
+"""Feature embeddings shared by the tabular models (no attention here: that lives in ``hub.attention``).
+
+- :class:`CategoricalEmbeddings`: one learned vector per (column, category code), one table with offsets.
+- :class:`PeriodicEmbeddings`: the "PLR (lite)" numerical embedding of Gorishniy et al., *On Embeddings for
+  Numerical Features in Tabular Deep Learning* (NeurIPS 2022), used by TabR: per feature ``[sin(2 pi c x),
+  cos(2 pi c x)]`` with learned frequencies ``c``, then one linear layer shared by the features and a ReLU.
+- :func:`flat_inputs`: numerics and flattened categorical embeddings side by side (the MLP-style input).
+
+Shapes:
+    CategoricalEmbeddings: x_cat (B, C) int64 -> (B, C, dim)
+    PeriodicEmbeddings: x_num (B, F) -> (B, F, dim)
+
+>>> CategoricalEmbeddings([4, 3], 8)(torch.tensor([[0, 2], [3, 1]])).shape
+torch.Size([2, 2, 8])
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from hub.errors import DataError
+
+
+class CategoricalEmbeddings(nn.Module):
+    def __init__(self, cardinalities: list[int], dim: int):
+        super().__init__()
+        self.cardinalities = list(cardinalities)
+        offsets = torch.tensor([0, *self.cardinalities[:-1]], dtype=torch.long).cumsum(0) if cardinalities else \
+            torch.zeros(0, dtype=torch.long)
+        self.register_buffer("offsets", offsets, persistent=False)
+        self.dim = dim
+        self.embed = nn.Embedding(sum(self.cardinalities), dim) if cardinalities else None  # none: no parameters
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.embed is not None:
+            nn.init.uniform_(self.embed.weight, -1 / math.sqrt(self.dim), 1 / math.sqrt(self.dim))
+
+    def forward(self, x_cat: torch.Tensor) -> torch.Tensor:
+        if x_cat.shape[-1] != len(self.cardinalities):
+            raise DataError(f"expected {len(self.cardinalities)} categorical columns, got {x_cat.shape[-1]}")
+        if self.embed is None:
+            return x_cat.new_zeros(*x_cat.shape, self.dim, dtype=torch.float32)  # (B, 0, dim)
+        return self.embed(x_cat.long() + self.offsets)  # (B, C) -> (B, C, dim)
+
+    def extra_repr(self) -> str:
+        return f"cardinalities={self.cardinalities}, dim={self.dim}"
+
+
+class PeriodicEmbeddings(nn.Module):
+    def __init__(self, num_features: int, dim: int, num_frequencies: int = 16, sigma: float = 0.1):
+        super().__init__()
+        self.num_features, self.dim, self.sigma = num_features, dim, sigma
+        self.frequencies = nn.Parameter(torch.empty(num_features, num_frequencies))
+        self.linear = nn.Linear(2 * num_frequencies, dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.trunc_normal_(self.frequencies, 0.0, self.sigma, -3 * self.sigma, 3 * self.sigma)
+        self.linear.reset_parameters()
+
+    def forward(self, x_num: torch.Tensor) -> torch.Tensor:
+        angles = 2 * math.pi * self.frequencies * x_num[..., None]  # (B, F, K)
+        return torch.relu(self.linear(torch.cat([angles.cos(), angles.sin()], -1)))  # (B, F, dim)
+
+    def extra_repr(self) -> str:
+        return f"num_features={self.num_features}, dim={self.dim}, sigma={self.sigma}"
+
+
+def check_numeric(x_num: torch.Tensor, expected: int) -> None:
+    if x_num.shape[-1] != expected:
+        raise DataError(f"expected {expected} numeric columns (missing indicators included), got {x_num.shape[-1]}")
+
+
+def flat_inputs(x_num: torch.Tensor, x_cat: torch.Tensor | None, num_numeric: int,
+                embeddings: CategoricalEmbeddings) -> torch.Tensor:
+    """``(B, F + C * dim)``: the numerics, then each categorical column's embedding."""
+    check_numeric(x_num, num_numeric)
+    if x_cat is None:
+        x_cat = x_num.new_zeros(x_num.shape[0], 0, dtype=torch.long)
+    return torch.cat([x_num, embeddings(x_cat).flatten(1)], -1)  # (B, C, dim) -> (B, C * dim)

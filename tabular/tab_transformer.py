@@ -1,0 +1,101 @@
+"""TabTransformer (Huang et al., *TabTransformer: Tabular Data Modeling Using Contextual Embeddings*, 2020).
+
+Each categorical column's value becomes an embedding (a category part of width ``dim - dim // 8`` and a
+column part of width ``dim // 8`` shared by the column's categories, as in the paper); a stack of
+Transformer blocks (post-norm, the hub core's :class:`~hub.attention.MultiHeadAttention`) lets the columns
+attend to each other; the contextual embeddings, flattened, are concatenated with the layer-normed numeric
+features and an MLP (hidden widths 4l and 2l for an input of width l) predicts. ``column_attention`` returns
+the attention between columns. The paper's unsupervised pre-training is not implemented here.
+
+Shapes:
+    x_num (B, F), x_cat (B, C) int64 -> logits (B, num_classes); column_attention -> (B, depth, heads, C, C)
+
+>>> tab_transformer(num_numeric=2, cat_cardinalities=[5, 3], num_classes=2)(torch.randn(4, 2),
+...                 torch.zeros(4, 2, dtype=torch.long)).shape
+torch.Size([4, 2])
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hub.attention import MultiHeadAttention
+from hub.registry import register_model
+from tabular.layers import CategoricalEmbeddings, check_numeric
+
+
+class TransformerBlock(nn.Module):
+    """Post-norm Transformer block: x = LN(x + MHA(x)); x = LN(x + FFN(x)). Shapes: (B, C, dim) -> same."""
+
+    def __init__(self, dim: int, num_heads: int, dropout: float, ffn_ratio: int = 4):
+        super().__init__()
+        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout)
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.ffn = nn.Sequential(nn.Linear(dim, ffn_ratio * dim), nn.GELU(), nn.Dropout(dropout),
+                                 nn.Linear(ffn_ratio * dim, dim))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, need_weights: bool = False):
+        out, weights = self.attn(x, need_weights=need_weights)  # (B, C, dim), (B, H, C, C) or None
+        x = self.norm1(x + self.dropout(out))
+        x = self.norm2(x + self.dropout(self.ffn(x)))
+        return (x, weights) if need_weights else x
+
+
+class TabTransformer(nn.Module):
+    def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, dim: int, depth: int,
+                 num_heads: int, dropout: float, mlp_dropout: float):
+        super().__init__()
+        self.num_numeric, self.num_columns = num_numeric, len(cat_cardinalities)
+        column_dim = dim // 8
+        self.cat_embed = CategoricalEmbeddings(cat_cardinalities, dim - column_dim)
+        self.column_embed = nn.Parameter(torch.randn(self.num_columns, column_dim) * 0.02)
+        self.blocks = nn.ModuleList(TransformerBlock(dim, num_heads, dropout) for _ in range(depth))
+        self.num_norm = nn.LayerNorm(num_numeric) if num_numeric else nn.Identity()
+        width = self.num_columns * dim + num_numeric
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.ReLU(), nn.Dropout(mlp_dropout),
+                                 nn.Linear(4 * width, 2 * width), nn.ReLU(), nn.Dropout(mlp_dropout))
+        self.num_features = 2 * width
+        self.head = nn.Linear(self.num_features, num_classes)
+
+    def _tokens(self, x_cat: torch.Tensor) -> torch.Tensor:
+        values = self.cat_embed(x_cat)  # (B, C, dim - dim // 8)
+        column = self.column_embed[None].expand(x_cat.shape[0], -1, -1)  # (C, dim // 8) -> (B, C, dim // 8)
+        return torch.cat([values, column], -1)  # (B, C, dim)
+
+    def forward_features(self, x_num: torch.Tensor, x_cat: torch.Tensor | None = None) -> torch.Tensor:
+        check_numeric(x_num, self.num_numeric)
+        if x_cat is None:
+            x_cat = x_num.new_zeros(x_num.shape[0], 0, dtype=torch.long)
+        x = self._tokens(x_cat)
+        for block in self.blocks:
+            x = block(x)
+        return self.mlp(torch.cat([x.flatten(1), self.num_norm(x_num)], -1))  # (B, C * dim + F) -> (B, 2 width)
+
+    def column_attention(self, x_cat: torch.Tensor) -> torch.Tensor:
+        """Attention weights between the categorical columns, per layer and head: (B, depth, H, C, C)."""
+        x, maps = self._tokens(x_cat), []
+        for block in self.blocks:
+            x, weights = block(x, need_weights=True)
+            maps.append(weights)
+        return torch.stack(maps, 1)
+
+    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        return features if pre_logits else self.head(features)
+
+    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor | None = None,
+                index: torch.Tensor | None = None) -> torch.Tensor:
+        """``index`` (training rows' ids, used by TabR's retrieval) is accepted for the shared batch format."""
+        return self.forward_head(self.forward_features(x_num, x_cat))
+
+    def reset_classifier(self, num_classes: int) -> None:
+        self.head = nn.Linear(self.num_features, num_classes)
+
+
+@register_model(task="tabular")
+def tab_transformer(num_numeric: int = 8, cat_cardinalities: list[int] = (4, 4), num_classes: int = 2,
+                    dim: int = 32, depth: int = 3, num_heads: int = 4, dropout: float = 0.1,
+                    mlp_dropout: float = 0.1) -> TabTransformer:
+    """TabTransformer: categorical columns through a Transformer, then an MLP with the numerics."""
+    return TabTransformer(num_numeric, list(cat_cardinalities), num_classes, dim, depth, num_heads, dropout,
+                          mlp_dropout)
