@@ -17,7 +17,6 @@ nodes are the ones ``attnhub predict`` labels.
 """
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from torch.utils.data import DataLoader
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
-from hub.data import HubDataModule, data_dir, stratified_split
+from hub.data import HubDataModule, data_dir, read_csv_rows, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
 
@@ -171,13 +170,8 @@ def karate_club(seed: int = 0, split_seed: int = 0) -> KarateData:
 # ---- user graph folders ------------------------------------------------------------------------------
 
 def _read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
-    if not path.is_file():
-        raise DataError(f"{path} not found; a graph folder holds nodes.csv (id, feature columns, label) "
-                        "and edges.csv (src, dst)")
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        raise DataError(f"{path} is empty; expected a header row with the columns {list(required)}")
+    rows = read_csv_rows(path, f"a header row with the columns {list(required)} (a graph folder holds nodes.csv: "
+                               "id, feature columns, label; and edges.csv: src, dst)")
     header = [h.strip() for h in rows[0]]
     missing = [c for c in required if c not in header]
     if missing:
@@ -233,6 +227,8 @@ def read_graph_folder(root: str | Path) -> tuple[Data, list[str], list[str], lis
                 raise DataError(f"{edges_path} line {number} column {name!r}: {row[col].strip()!r} is not an id in "
                                 f"{nodes_path}; expected edges between listed nodes")
         pairs.append((index[row[src_col].strip()], index[row[dst_col].strip()]))
+    if not pairs:
+        raise DataError(f"{edges_path} has a header but no edges; expected one 'src,dst' row per edge")
     edge_index = torch.tensor(pairs, dtype=torch.long).t().reshape(2, -1)
     graph = Data(x=torch.from_numpy(features), edge_index=to_undirected(edge_index, num_nodes=len(ids)), y=y)
     return graph, ids, label_names, [header[c] for c in feature_cols]

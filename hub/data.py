@@ -17,6 +17,51 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from hub.errors import DataError
 
 
+def read_csv_rows(path: str | Path, expected: str) -> list[list[str]]:
+    """The rows of a user's CSV file (header first), read as UTF-8 (a byte-order mark is allowed).
+
+    A missing, unreadable, non-UTF-8 or empty file raises a :class:`DataError` naming the file and
+    ``expected``, a description of what the file should hold.
+    """
+    import csv
+
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        raise DataError(f"{path} not found; expected {expected}") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); expected a CSV file with "
+                        f"{expected}") from None
+    except (OSError, csv.Error) as err:
+        raise DataError(f"cannot read {path} as CSV ({err}); expected {expected}") from None
+    if not rows or not any(cell.strip() for cell in rows[0]):
+        raise DataError(f"{path} is empty or has a blank header row; expected {expected}")
+    return rows
+
+
+def read_csv_frame(path: str | Path, expected: str):
+    """A user's CSV file as a pandas DataFrame, with the same clear errors as :func:`read_csv_rows`."""
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path, encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise DataError(f"{path} not found; expected {expected}") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); expected a CSV file with "
+                        f"{expected}") from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path} is empty; expected {expected}") from None
+    except (OSError, ValueError, pd.errors.ParserError) as err:
+        raise DataError(f"cannot read {path} as CSV ({str(err).strip()}); expected {expected}") from None
+    if frame.empty:
+        raise DataError(f"{path} has a header but no rows; expected {expected}")
+    return frame
+
+
 def data_dir() -> Path:
     """Where local copies of datasets are looked for first (``HUB_DATA_DIR``), else the download cache."""
     return Path(os.environ.get("HUB_DATA_DIR", Path.home() / ".cache" / "attention-hub" / "data"))

@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import Dataset
 
 from hub.adapters import register_finetune_adapter
-from hub.data import HubDataModule, data_dir, stratified_split
+from hub.data import HubDataModule, data_dir, read_csv_frame, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
 from hub.weights import fetch, read_verified
@@ -212,9 +212,8 @@ class SurvivalCSVData(SurvivalTableData):
     def load(self) -> dict[str, Any]:
         import pandas as pd
 
-        if not self.path.is_file():
-            raise DataError(f"survival table {self.path} does not exist")
-        table = pd.read_csv(self.path)
+        table = read_csv_frame(self.path, f"a survival table: one row per patient with the columns "
+                                          f"{self.time_col!r} (time), {self.event_col!r} (0/1 event) and features")
         clinical = self.clinical_cols if self.clinical_cols is not None else [
             c for c in table.columns if c not in (self.time_col, self.event_col, *self.gene_cols)]
         wanted = {"time column (data.args.time_col)": [self.time_col], "event column (data.args.event_col)":
@@ -230,9 +229,9 @@ class SurvivalCSVData(SurvivalTableData):
                 raise DataError(f"the model takes {self.expect[kind]} {kind} columns, but {len(cols)} are named "
                                 f"({cols}); set data.args.{kind}_cols to {self.expect[kind]} columns of {self.path.name}")
         time = pd.to_numeric(table[self.time_col], errors="coerce").to_numpy(np.float64)
-        if np.isnan(time).any():
-            raise DataError(f"{self.path}: time column {self.time_col!r} has missing or non-numeric values at rows "
-                            f"{_bad_rows(np.isnan(time))}; expected a time >= 0 for every patient")
+        if not np.isfinite(time).all():
+            raise DataError(f"{self.path}: time column {self.time_col!r} has missing, infinite or non-numeric values "
+                            f"at rows {_bad_rows(~np.isfinite(time))}; expected a time >= 0 for every patient")
         if (time < 0).any():
             raise DataError(f"{self.path}: time column {self.time_col!r} has negative times at rows "
                             f"{_bad_rows(time < 0)}; expected times >= 0")
@@ -246,6 +245,10 @@ class SurvivalCSVData(SurvivalTableData):
             raise DataError(f"{self.path}: event column {self.event_col!r} has no events (all 0); the Cox loss "
                             "needs at least one observed event")
         x = table[self.gene_cols + clinical].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
+        if np.isinf(x).any():
+            col = (self.gene_cols + clinical)[int(np.flatnonzero(np.isinf(x).any(0))[0])]
+            raise DataError(f"{self.path}: column {col!r} has infinite values at rows {_bad_rows(np.isinf(x).any(1))}; "
+                            "expected finite numbers")
         clinical_nan = np.isnan(x[:, len(self.gene_cols):])
         if clinical_nan.any():
             col = clinical[int(np.flatnonzero(clinical_nan.any(0))[0])]

@@ -101,7 +101,7 @@ GOOD = [f"{10 + i},{i % 2},{i * 0.1},{1 - i * 0.05},{40 + i}" for i in range(30)
 
 @pytest.mark.parametrize("rows,args,message", [
     (GOOD[:-1] + ["-3,1,0.1,0.2,50"], {}, "negative times"),
-    (GOOD[:-1] + [",1,0.1,0.2,50"], {}, "missing or non-numeric"),
+    (GOOD[:-1] + [",1,0.1,0.2,50"], {}, "missing, infinite or non-numeric"),
     (GOOD[:-1] + ["12,2,0.1,0.2,50"], {}, "must hold 0 (censored) or 1"),
     ([r.split(",")[0] + ",0," + ",".join(r.split(",")[2:]) for r in GOOD], {}, "has no events"),
     (GOOD, {"gene_cols": ["g1", "g9"]}, "missing columns"),

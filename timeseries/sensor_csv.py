@@ -13,7 +13,6 @@ least ``window`` rows per unit. Anything else raises :class:`hub.errors.DataErro
 """
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from hub.adapters import register_finetune_adapter, register_predict_adapter
+from hub.data import read_csv_rows
 from hub.errors import DataError
 from hub.registry import register_dataset
 from timeseries.rul_data import RULWindowData, minmax_apply, split_units
@@ -29,15 +29,7 @@ from timeseries.rul_data import RULWindowData, minmax_apply, split_units
 def read_unit_csv(path: str | Path, sensors: list[str], window: int, time_column: str = "cycle") -> np.ndarray:
     """One unit's CSV -> (cycles, len(sensors)) float array in the order of ``sensors``, checked."""
     path = Path(path)
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-    except FileNotFoundError:
-        raise DataError(f"sensor file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read sensor file {path}: {err}") from None
-    if not rows:
-        raise DataError(f"{path} is empty; expected a header '{time_column},{','.join(sensors)}' and one row per cycle")
+    rows = read_csv_rows(path, f"a header '{time_column},{','.join(sensors)}' and one row per cycle")
     header = [h.strip() for h in rows[0]]
     missing = [c for c in [time_column, *sensors] if c not in header]
     if missing:
