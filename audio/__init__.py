@@ -1,1 +1,2 @@
-"""audio models of the hub (see the open issues for what lands here)."""
+"""Audio models (AST, SSAST, the timbre classifier) and audio data (FSDD, user audio folders)."""
+from audio import ast, datasets, ssast, timbre  # noqa: F401  (registers models, datasets, adapters)

@@ -1,0 +1,278 @@
+"""Audio data: the Free Spoken Digit Dataset with a speaker-held-out split, and user audio folders.
+
+Spectrograms are computed once per process (:func:`audio.features.cached_log_mels`), normalised with
+the training split's mean and std (kept in the card's ``input_spec``) and cut/padded to
+``target_frames``; epochs after the first do no feature work. Training items are augmented on the
+cached spectrograms, seeded by (seed, epoch, index) so a resumed run augments exactly as an
+uninterrupted one: SpecAugment (torchaudio's frequency and time masking; Park et al., 2019), a random
+time roll, additive Gaussian noise, and mixup (Zhang et al., 2018; lambda ~ Beta(10, 10) as AST)
+with soft targets.
+
+Shapes: items (F, T) with an int label (evaluation) or a (num_classes,) soft target (training).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchaudio
+from torch.utils.data import TensorDataset
+
+from audio.features import AUDIO_SUFFIXES, audio_spec, cached_log_mels, model_input, normalise, training_stats
+from hub.adapters import register_finetune_adapter, register_predict_adapter
+from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
+from hub.errors import DataError
+from hub.registry import register_dataset
+from hub.tasks import ClassificationTask, register_task
+from hub.weights import is_offline
+
+FSDD_COMMIT = "26eb9aaf76e81b692f806f9140c2d2777410d7a1"
+FSDD_URL = f"https://github.com/Jakobovski/free-spoken-digit-dataset/archive/{FSDD_COMMIT}.tar.gz"
+# sha256 of MANIFEST.tsv ("path\tbytes\tsha256" rows of recordings/*.wav, sorted): it pins all 3000 files.
+FSDD_MANIFEST_SHA256 = "97ba519b95203499711033452e88eff9190e0b750080670f676fb26d292f17f4"
+FSDD_SPEAKERS = ("george", "jackson", "lucas", "nicolas", "theo", "yweweler")
+
+
+class SpectrogramAugment(EpochSeededDataset):
+    """Training spectrograms with SpecAugment, time roll, noise and mixup; soft one-hot targets."""
+
+    def __init__(self, specs: torch.Tensor, labels: torch.Tensor, num_classes: int, seed: int, freq_mask: int = 0,
+                 time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0):
+        self.specs, self.labels, self.num_classes, self.seed = specs, labels, num_classes, seed
+        self.time_shift, self.noise, self.mixup = time_shift, noise, mixup
+        self.masks = torch.nn.Sequential(*([torchaudio.transforms.FrequencyMasking(freq_mask)] if freq_mask else []),
+                                         *([torchaudio.transforms.TimeMasking(time_mask)] if time_mask else []))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def augmented_item(self, index: int, generator: torch.Generator):
+        rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
+        x = self.specs[index]  # (F, T)
+        target = F.one_hot(self.labels[index], self.num_classes).float()  # (C,)
+        if self.mixup and rng.random() < self.mixup:
+            other, lam = int(rng.integers(len(self.labels))), float(rng.beta(10.0, 10.0))
+            x = lam * x + (1 - lam) * self.specs[other]
+            target = lam * target + (1 - lam) * F.one_hot(self.labels[other], self.num_classes).float()
+        if self.time_shift:
+            x = torch.roll(x, int(rng.integers(-self.time_shift, self.time_shift + 1)), dims=-1)
+        if self.noise:
+            noise = torch.from_numpy(rng.standard_normal(x.shape, dtype=np.float32))
+            x = x + float(rng.uniform(0, self.noise)) * noise
+        if len(self.masks):
+            with torch.random.fork_rng(devices=[]):  # torchaudio's masking draws from the global RNG
+                torch.manual_seed(int(rng.integers(2**62)))
+                x = self.masks(x.unsqueeze(0)).squeeze(0)  # (F, T) -> (1, F, T) -> (F, T)
+        return x, target
+
+
+@register_task("soft-label-classification")
+class SoftLabelClassificationTask(ClassificationTask):
+    """Classification whose training targets may be soft (mixup): cross-entropy against the target
+    distribution; metrics count the target's most probable class."""
+
+    def step(self, model, batch, stage):
+        x, y = batch
+        logits = model(x)
+        loss = F.cross_entropy(logits, y, label_smoothing=self.label_smoothing if stage == "train" else 0.0)
+        probs = logits.detach().float().softmax(-1)
+        hard = y.argmax(-1) if y.is_floating_point() else y
+        return loss, (probs[:, 1] if self.num_classes == 2 else probs), hard
+
+
+class SpectrogramData(HubDataModule):
+    """Base of the audio data modules: subclasses list (file, label) items per split in ``split_items``."""
+
+    task = "soft-label-classification"
+
+    def __init__(self, batch_size: int, num_workers: int, seed: int, target_frames: int, mean: float | None,
+                 std: float | None, augment: dict[str, Any], pretext: bool = False):
+        super().__init__(batch_size, num_workers, seed)
+        self.target_frames, self.mean, self.std, self.augment, self.pretext = target_frames, mean, std, augment, pretext
+        if pretext:
+            self.task = "masked-patch-modelling"
+
+    def split_items(self) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        splits, classes = self.split_items()
+        specs = {name: cached_log_mels([f for f, _ in items]) for name, items in splits.items()}
+        mean, std = (self.mean, self.std) if self.mean is not None else training_stats(specs["train"])
+        self.input_spec = audio_spec(self.target_frames, mean, std)
+        tensors = {}
+        for name, items in splits.items():
+            x = torch.stack([normalise(s, self.input_spec) for s in specs[name]])  # (N, F, T)
+            y = torch.tensor([label if not self.pretext else -1 for _, label in items])  # pretext: labels unread
+            tensors[name] = (x, y)
+        train_x, train_y = tensors["train"]
+        if self.pretext:
+            self.train_set = TensorDataset(train_x, train_y)
+        else:
+            self.train_set = SpectrogramAugment(train_x, train_y, len(classes), self.seed, **self.augment)
+        self.val_set, self.test_set = TensorDataset(*tensors["val"]), TensorDataset(*tensors["test"])
+        self.num_classes, self.label_names = len(classes), list(classes)
+        self.info["sizes"] = [len(splits[s]) for s in ("train", "val", "test")]
+
+    def model_args(self) -> dict[str, Any]:
+        return {**super().model_args(), "target_frames": self.target_frames}
+
+
+def _manifest_digest(root: Path) -> str:
+    rows = ["path\tbytes\tsha256"]
+    for path in sorted((root / "recordings").glob("*.wav")):
+        data = path.read_bytes()
+        rows.append(f"recordings/{path.name}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}")
+    return hashlib.sha256(("\n".join(rows) + "\n").encode()).hexdigest()
+
+
+def find_fsdd() -> Path:
+    """``HUB_DATA_DIR/fsdd`` if it is there, else the commit's archive from GitHub, checked file by file
+    against the pinned manifest digest (``FSDD_MANIFEST_SHA256``) before it is used."""
+    local = data_dir() / "fsdd"
+    if (local / "recordings").is_dir():
+        return local
+    cache = data_dir() / f"fsdd-{FSDD_COMMIT[:7]}"
+    if (cache / "recordings").is_dir():
+        return cache
+    if is_offline():
+        raise DataError(f"FSDD is not in {local} and HUB_OFFLINE=1 forbids downloading {FSDD_URL}")
+    staging = cache.with_name(cache.name + ".partial")
+    try:
+        with urllib.request.urlopen(FSDD_URL, timeout=60) as response:
+            archive = tarfile.open(fileobj=io.BytesIO(response.read()), mode="r:gz")
+        (staging / "recordings").mkdir(parents=True, exist_ok=True)
+        for member in archive.getmembers():
+            if member.isfile() and "/recordings/" in member.name and member.name.endswith(".wav"):
+                (staging / "recordings" / Path(member.name).name).write_bytes(archive.extractfile(member).read())
+    except OSError as err:
+        raise DataError(f"FSDD is not in {local} (set HUB_DATA_DIR) and downloading {FSDD_URL} failed: {err}") from err
+    digest = _manifest_digest(staging)
+    if digest != FSDD_MANIFEST_SHA256:
+        raise DataError(f"the FSDD download from {FSDD_URL} does not match the pinned manifest: "
+                        f"expected sha256 {FSDD_MANIFEST_SHA256}, got {digest}; left in {staging}")
+    staging.rename(cache)
+    return cache
+
+
+class FSDDData(SpectrogramData):
+    """FSDD (Jackson et al.): 3000 clips of spoken digits, 6 speakers; ``test_speaker``'s 500 clips are the
+    test set, validation is a stratified part of the other five speakers' clips."""
+
+    def __init__(self, test_speaker: str, val_fraction: float, split_seed: int, label_fraction: float, **kwargs):
+        super().__init__(**kwargs)
+        if test_speaker not in FSDD_SPEAKERS:
+            raise DataError(f"unknown FSDD speaker {test_speaker!r}; expected one of {FSDD_SPEAKERS}")
+        if not 0 < label_fraction <= 1:
+            raise DataError(f"label_fraction must be in (0, 1], got {label_fraction}")
+        self.test_speaker, self.val_fraction, self.split_seed = test_speaker, val_fraction, split_seed
+        self.label_fraction = label_fraction
+
+    def split_items(self):
+        root = find_fsdd()
+        files = sorted((root / "recordings").glob("*.wav"))
+        if len(files) != 3000:
+            raise DataError(f"expected the 3000 FSDD recordings in {root / 'recordings'}, found {len(files)}")
+        parsed = [(f, int(f.name.split("_")[0]), f.name.split("_")[1]) for f in files]  # digit_speaker_index.wav
+        test = [(f, d) for f, d, s in parsed if s == self.test_speaker]
+        rest = [(f, d, s) for f, d, s in parsed if s != self.test_speaker]
+        strata = np.array([d * 10 + FSDD_SPEAKERS.index(s) for _, d, s in rest])  # digit x speaker
+        train_idx, val_idx = stratified_split(strata, (1 - self.val_fraction, self.val_fraction), self.split_seed)
+        if self.label_fraction < 1:  # a labelled subset, stratified the same way
+            train_idx = train_idx[stratified_split(strata[train_idx], (self.label_fraction, 1 - self.label_fraction),
+                                                   self.split_seed)[0]]
+        pick = lambda idx: [(rest[i][0], rest[i][1]) for i in idx]  # noqa: E731
+        self.info.update({"source": f"Free Spoken Digit Dataset, commit {FSDD_COMMIT} ({root})",
+                          "license": "CC BY-SA 4.0", "test_speaker": self.test_speaker})
+        return {"train": pick(train_idx), "val": pick(val_idx), "test": test}, [str(d) for d in range(10)]
+
+
+def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixup: float) -> dict[str, Any]:
+    return {"freq_mask": freq_mask, "time_mask": time_mask, "time_shift": time_shift, "noise": noise, "mixup": mixup}
+
+
+@register_dataset(task="classification")
+def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker: str = "theo",
+         val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
+         freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
+         pretext: bool = False) -> FSDDData:
+    """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels."""
+    return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
+                    num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
+                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), pretext=pretext)
+
+
+def scan_audio_folder(root: Path) -> dict[str, list[Path]]:
+    """``root/<class>/*.wav|flac`` -> files per class, with errors for a missing root, no class
+    folders, an empty class folder and a single class."""
+    if not root.is_dir():
+        raise DataError(f"audio folder {root} does not exist or is not a folder")
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    found = {c.name: sorted(f for f in c.rglob("*") if f.suffix.lower() in AUDIO_SUFFIXES) for c in classes}
+    if not found:
+        raise DataError(f"{root} has no class folders; expected one sub-folder per class (e.g. {root}/dog/*.wav)")
+    empty = [name for name, files in found.items() if not files]
+    if empty:
+        raise DataError(f"class folders {empty} in {root} hold no audio (looked for {', '.join(AUDIO_SUFFIXES)})")
+    if len(found) < 2:
+        raise DataError(f"{root} has a single class {sorted(found)}; classification needs at least 2 class folders")
+    return found
+
+
+class AudioFolderData(SpectrogramData):
+    """A user's folder of WAV/FLAC files, one sub-folder per class, split stratified into train/val/test."""
+
+    def __init__(self, root: str, split_seed: int, val_fraction: float, test_fraction: float, **kwargs):
+        super().__init__(**kwargs)
+        self.root, self.split_seed = Path(root), split_seed
+        self.fractions = (1 - val_fraction - test_fraction, val_fraction, test_fraction)
+
+    def split_items(self):
+        found = scan_audio_folder(self.root)
+        classes = sorted(found)
+        items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
+        parts = stratified_split(np.array([label for _, label in items]), self.fractions, self.split_seed)
+        self.info.update({"source": str(self.root), "license": "the user's data"})
+        return {s: [items[i] for i in part] for s, part in zip(("train", "val", "test"), parts)}, classes
+
+
+@register_dataset(task="classification")
+def audio_folder(root: str, target_frames: int = 100, mean: float | None = None, std: float | None = None,
+                 batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                 val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
+                 time_shift: int = 10, noise: float = 0.1, mixup: float = 0.0) -> AudioFolderData:
+    """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
+    the training split's."""
+    return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
+                           num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
+                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup))
+
+
+@register_finetune_adapter("audio")
+def audio_folder_section(card, path: str) -> dict[str, Any]:
+    """Fine-tuning data keeps the card's frame count and normalisation, which the weights were trained on."""
+    spec = card.input_spec
+    return {"name": "audio_folder", "args": {"root": str(path), "target_frames": spec["target_frames"],
+                                             "mean": spec["mean"], "std": spec["std"]}}
+
+
+@register_predict_adapter("audio")
+def audio_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+    names, inputs = [], []
+    for path in paths:
+        names.append(str(path))
+        inputs.append(model_input(path, card.input_spec))
+        if len(names) == batch_size:
+            yield names, model(torch.stack(inputs))
+            names, inputs = [], []
+    if names:
+        yield names, model(torch.stack(inputs))

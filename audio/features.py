@@ -1,0 +1,132 @@
+"""Audio input for the hub: files read with soundfile, Kaldi-compatible log-mel filterbanks as in AST.
+
+AST (Gong, Chung & Glass, Interspeech 2021) feeds a 128-bin Kaldi fbank (25 ms Hanning window,
+10 ms shift) of 16 kHz audio, cut or zero-padded to a fixed frame count and normalised with a mean
+and std measured on the training set. Documented conversions (not errors): several channels are
+averaged to mono; every file is resampled to 16 kHz from its own rate, so a folder may mix rates.
+Errors (:class:`DataError`, naming the file): a missing or unreadable file, an empty file, a clip
+shorter than one 25 ms window, non-finite samples, and a silent clip (peak below ``SILENCE_PEAK``,
+-80 dBFS), which has no spectrum to classify.
+
+Shapes:
+    read_audio(path) -> (samples,) at 16 kHz; log_mel(wave) -> (F, T), F = 128 bins, T = frames;
+    fit_frames(spec, T') -> (F, T').
+
+>>> spec = log_mel(torch.randn(16000))
+>>> spec.shape
+torch.Size([128, 98])
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+import torchaudio
+
+from hub.errors import DataError
+
+SAMPLE_RATE = 16_000
+NUM_MEL_BINS = 128
+WINDOW_MS, SHIFT_MS = 25.0, 10.0
+SILENCE_PEAK = 1e-4  # -80 dBFS: quieter clips are refused as silent
+AUDIO_SUFFIXES = (".wav", ".flac")
+
+
+def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor:
+    """Read a WAV or FLAC file as a mono float waveform at ``sample_rate`` (channels averaged, resampled).
+
+    Shapes: -> (samples,)
+    """
+    import soundfile
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"audio file {path} does not exist")
+    try:
+        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)  # (samples, channels)
+    except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as err:
+        raise DataError(f"cannot read audio {path}: not a readable WAV/FLAC file ({err})") from None
+    if data.shape[0] == 0:
+        raise DataError(f"audio file {path} is empty (0 samples)")
+    if not np.isfinite(data).all():
+        raise DataError(f"audio file {path} holds NaN or infinite samples")
+    wave = torch.from_numpy(data.mean(axis=1))  # (samples, channels) -> (samples,)
+    if rate != sample_rate:
+        wave = torchaudio.functional.resample(wave, rate, sample_rate)
+    min_samples = int(sample_rate * WINDOW_MS / 1000)
+    if wave.numel() < min_samples:
+        raise DataError(f"audio file {path} is {wave.numel() / sample_rate * 1000:.1f} ms long; "
+                        f"expected at least one {WINDOW_MS:.0f} ms window")
+    peak = float(wave.abs().max())
+    if peak < SILENCE_PEAK:
+        raise DataError(f"audio file {path} is silent (peak amplitude {peak:.2g} < {SILENCE_PEAK:g}, "
+                        "-80 dBFS); there is nothing to classify")
+    return wave
+
+
+def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: int = NUM_MEL_BINS) -> torch.Tensor:
+    """Kaldi-compatible log-mel filterbank, as AST computes it (mean removed, no dither, Hanning window).
+
+    Shapes: wave: (samples,) -> (num_mel_bins, frames)
+    """
+    wave = (wave - wave.mean()).unsqueeze(0)  # (1, samples)
+    fbank = torchaudio.compliance.kaldi.fbank(
+        wave, htk_compat=True, sample_frequency=sample_rate, use_energy=False, window_type="hanning",
+        num_mel_bins=num_mel_bins, dither=0.0, frame_length=WINDOW_MS, frame_shift=SHIFT_MS)  # (T, F)
+    return fbank.T.contiguous()  # (T, F) -> (F, T)
+
+
+def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0) -> torch.Tensor:
+    """Cut (keeping the start) or pad on the right with ``pad_value`` to exactly ``frames`` frames.
+
+    Shapes: spec: (F, T) -> (F, frames)
+    """
+    if spec.shape[-1] >= frames:
+        return spec[..., :frames]
+    return torch.nn.functional.pad(spec, (0, frames - spec.shape[-1]), value=pad_value)
+
+
+def audio_spec(target_frames: int, mean: float, std: float, num_mel_bins: int = NUM_MEL_BINS) -> dict[str, Any]:
+    """The card's ``input_spec`` for spectrogram models: what :func:`model_input` needs to rebuild inputs."""
+    return {"kind": "audio", "sample_rate": SAMPLE_RATE, "num_mel_bins": num_mel_bins,
+            "target_frames": target_frames, "mean": mean, "std": std}
+
+
+def normalise(spec: torch.Tensor, input_spec: dict[str, Any]) -> torch.Tensor:
+    """Normalise with the training-set statistics, then cut/pad to the spec's frame count (padding = the
+    training mean, i.e. 0 after normalising). Shapes: (F, T) -> (F, target_frames)"""
+    return fit_frames((spec - input_spec["mean"]) / input_spec["std"], input_spec["target_frames"])
+
+
+def model_input(path: str | Path, input_spec: dict[str, Any]) -> torch.Tensor:
+    """A file as the normalised ``(F, T)`` spectrogram a model with ``input_spec`` takes."""
+    wave = read_audio(path, input_spec["sample_rate"])
+    return normalise(log_mel(wave, input_spec["sample_rate"], input_spec["num_mel_bins"]), input_spec)
+
+
+_CACHE: dict[tuple, torch.Tensor] = {}
+
+
+def cached_log_mels(paths: Iterable[str | Path], sample_rate: int = SAMPLE_RATE,
+                    num_mel_bins: int = NUM_MEL_BINS) -> list[torch.Tensor]:
+    """Log-mel spectrograms of files, computed once per process (keyed by path, size and mtime), so
+    datasets built again (validation, test, a second run in the same process) do no feature work.
+
+    Shapes: -> list of (F, T_i)
+    """
+    out = []
+    for path in paths:
+        stat = Path(path).stat() if Path(path).is_file() else None
+        key = (str(Path(path).resolve()), stat and stat.st_size, stat and stat.st_mtime_ns, sample_rate, num_mel_bins)
+        if key not in _CACHE:
+            _CACHE[key] = log_mel(read_audio(path, sample_rate), sample_rate, num_mel_bins)
+        out.append(_CACHE[key])
+    return out
+
+
+def training_stats(specs: list[torch.Tensor]) -> tuple[float, float]:
+    """Mean and std over every frame and bin of the training spectrograms (before padding)."""
+    values = torch.cat([s.flatten() for s in specs])
+    return float(values.mean()), float(values.std())
