@@ -26,23 +26,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch_geometric.nn import GATConv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-class PlainGAT(nn.Module):
-    """The minimal PyG GAT (PyG's examples/gat.py in the paper's setup)."""
-
-    def __init__(self, in_channels: int, num_classes: int):
-        super().__init__()
-        self.conv1 = GATConv(in_channels, 8, heads=8, dropout=0.6)
-        self.conv2 = GATConv(64, num_classes, heads=1, concat=False, dropout=0.6)
-
-    def forward(self, x, edge_index):
-        x = F.elu(self.conv1(F.dropout(x, 0.6, self.training), edge_index))
-        return self.conv2(F.dropout(x, 0.6, self.training), edge_index)
+from hub.bench import PlainGAT  # noqa: E402  (the minimal PyG GAT, shared with attnhub bench)
 
 
 def load_graph(name: str):
