@@ -169,7 +169,7 @@ def ast_tiny(num_classes: int = 10, target_frames: int = 100, drop_rate: float =
 def ast_deit_tiny(num_classes: int = 10, target_frames: int = 100, drop_rate: float = 0.0,
                   drop_path_rate: float = 0.1, imagenet_init: bool = False) -> AudioSpectrogramTransformer:
     """AST with DeiT-Tiny dimensions (width 192, depth 12, 3 heads); ``imagenet_init`` loads DeiT-Tiny weights."""
-    return _create_ast("deit_tiny_distilled_patch16_224.fb_in1k" if imagenet_init else None, num_classes=num_classes,
+    return _create_ast("deit_tiny_distilled_patch16_224" if imagenet_init else None, num_classes=num_classes,
                        target_frames=target_frames, drop_rate=drop_rate, drop_path_rate=drop_path_rate,
                        embed_dim=192, depth=12, num_heads=3)
 
@@ -178,6 +178,6 @@ def ast_deit_tiny(num_classes: int = 10, target_frames: int = 100, drop_rate: fl
 def ast_base(num_classes: int = 527, target_frames: int = 1024, drop_rate: float = 0.0,
              drop_path_rate: float = 0.0, imagenet_init: bool = False) -> AudioSpectrogramTransformer:
     """The paper's AST (width 768, depth 12, 12 heads, 10.24 s clips); ``imagenet_init`` loads DeiT-B/384 weights."""
-    return _create_ast("deit_base_distilled_patch16_384.fb_in1k" if imagenet_init else None, num_classes=num_classes,
+    return _create_ast("deit_base_distilled_patch16_384" if imagenet_init else None, num_classes=num_classes,
                        target_frames=target_frames, drop_rate=drop_rate, drop_path_rate=drop_path_rate,
                        embed_dim=768, depth=12, num_heads=12)

@@ -1,0 +1,260 @@
+"""Audio: AST/SSAST/timbre shapes, gradients, overfit, DeiT adaptation; fbank pipeline; bad audio; data; weights."""
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hub
+from audio.features import SAMPLE_RATE, fit_frames, log_mel, model_input, read_audio
+from hub.errors import DataError, OfflineError
+from hub.testing import assert_overfits, params_without_grad
+
+FAMILIES = ["ast_tiny", "ssast_tiny", "timbre_attention"]
+
+
+def tone(freq: float, rate: int = SAMPLE_RATE, seconds: float = 0.5, channels: int = 1) -> np.ndarray:
+    t = np.arange(int(rate * seconds)) / rate
+    wave = 0.3 * np.sin(2 * np.pi * freq * t).astype(np.float32)
+    return np.stack([wave] * channels, 1) if channels > 1 else wave
+
+
+@pytest.mark.parametrize("name", FAMILIES + ["ast_deit_tiny"])
+def test_forward_backward_reset(name):
+    torch.manual_seed(0)
+    model = hub.create_model(name, num_classes=7, target_frames=48)
+    x = torch.randn(2, 128, 48)
+    out = model(x)
+    assert out.shape == (2, 7) and torch.isfinite(out).all()
+    out.sum().backward()
+    unused = {"mask_embed", "disc_head", "gen_head"}  # SSAST's pretext parameters train only in pretraining
+    assert [n for n in params_without_grad(model) if n.split(".")[0] not in unused] == []
+    assert model.forward_head(model.forward_features(x), pre_logits=True).shape == (2, model.num_features)
+    model.reset_classifier(3)
+    assert model(x).shape == (2, 3)
+    logits, attentions = model(x, return_attention=True)
+    assert logits.shape == (2, 3)
+    torch.testing.assert_close(attentions[-1].sum(-1), torch.ones(attentions[-1].shape[:-1]))
+    with pytest.raises(DataError, match=r"128 bins, 48 frames.*\(2, 64, 48\)"):
+        model(torch.randn(2, 64, 48))
+
+
+@pytest.mark.parametrize("name", ["ast_tiny", "timbre_attention"])
+def test_overfits_eight_clips(name):
+    torch.manual_seed(0)
+    model = hub.create_model(name, num_classes=8, target_frames=32, drop_path_rate=0.0) if name == "ast_tiny" \
+        else hub.create_model(name, num_classes=8, target_frames=32, dropout=0.0)
+    x, y = torch.randn(8, 128, 32), torch.arange(8)
+    assert_overfits(model, lambda: torch.nn.functional.cross_entropy(model(x), y))
+
+
+def test_ast_patch_grid_and_tokens():
+    model = hub.create_model("ast_tiny", target_frames=100)
+    assert model.grid == (12, 9)  # (128 - 16) // 10 + 1, (100 - 16) // 10 + 1
+    assert model.forward_features(torch.zeros(1, 128, 100)).shape == (1, 2 + 12 * 9, 128)
+
+
+def test_ssast_pretext_losses_reach_the_pretext_heads():
+    from hub.tasks import create_task
+
+    torch.manual_seed(0)
+    model = hub.create_model("ssast_tiny", num_masked=8)
+    task = create_task("masked-patch-modelling")
+    loss, scores, _ = task.step(model, (torch.randn(3, 128, 100), torch.full((3,), -1)), "train")
+    assert scores.shape == (3, 8, 8) and torch.isfinite(loss)
+    loss.backward()
+    assert [n for n in params_without_grad(model) if not n.startswith("head.")] == []
+    metric = task.metrics()
+    metric.update(torch.eye(8).expand(3, -1, -1), None)
+    assert float(metric.compute()["acc"]) == 1.0
+
+
+def _random_deit(arch: str):
+    import timm
+
+    torch.manual_seed(0)
+    return timm.create_model(arch, pretrained=False)
+
+
+@pytest.mark.parametrize("arch,frames", [("deit_tiny_distilled_patch16_224", 100), ("vit_tiny_patch16_224", 200)])
+def test_deit_weights_adapted_to_the_ast_grid(arch, frames):
+    from audio.ast import adapt_deit_state_dict
+
+    deit = _random_deit(arch)
+    model = hub.create_model("ast_deit_tiny", target_frames=frames)
+    state = adapt_deit_state_dict(deit.state_dict(), model)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert sorted(missing) == ["head.bias", "head.weight"] and not unexpected
+    torch.testing.assert_close(model.patch_embed.weight, deit.patch_embed.proj.weight.sum(1, keepdim=True))
+    prefix = deit.num_prefix_tokens
+    grid = deit.pos_embed[0, prefix:].reshape(14, 14, -1)  # (196, D) -> (14, 14, D)
+    ours = model.pos_embed[0, 2:].reshape(*model.grid, -1)  # (gf * gt, D) -> (gf, gt, D)
+    if frames == 100:  # 12 x 9 patches: the centre 12 rows and 9 columns of the 14 x 14 image grid
+        torch.testing.assert_close(ours, grid[1:13, 2:11])
+    else:  # 19 time patches: interpolated from 14
+        assert model.grid[1] == 19 and torch.isfinite(ours).all()
+    assert torch.equal(model.dist_token, deit.dist_token if prefix == 2 else deit.cls_token)
+    assert model(torch.randn(1, 128, frames)).shape == (1, 10)
+
+
+def test_imagenet_init_offline_fails_clearly(monkeypatch):
+    monkeypatch.setenv("HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OfflineError, match="deit_tiny_distilled_patch16_224.*not in the cache"):
+        hub.create_model("ast_deit_tiny", imagenet_init=True)
+
+
+def test_fbank_shapes_cut_pad_and_normalisation():
+    spec = log_mel(torch.randn(SAMPLE_RATE))
+    assert spec.shape == (128, 98)  # 1 s: 1 + (16000 - 400) // 160 frames
+    assert fit_frames(spec, 50).shape == (128, 50) and torch.equal(fit_frames(spec, 50), spec[:, :50])
+    padded = fit_frames(spec, 120, pad_value=-1.0)
+    assert padded.shape == (128, 120) and (padded[:, 98:] == -1).all()
+
+
+def test_stereo_is_averaged_and_rates_are_resampled(tmp_path):
+    sf.write(tmp_path / "mono16.wav", tone(440), SAMPLE_RATE)
+    stereo = tone(440, channels=2)
+    stereo[:, 1] = 0.0
+    sf.write(tmp_path / "stereo16.flac", stereo, SAMPLE_RATE)
+    sf.write(tmp_path / "mono8.wav", tone(440, rate=8000), 8000)
+    mono = read_audio(tmp_path / "mono16.wav")
+    torch.testing.assert_close(read_audio(tmp_path / "stereo16.flac"), mono / 2, atol=1e-4, rtol=0)
+    resampled = read_audio(tmp_path / "mono8.wav")
+    assert resampled.shape == mono.shape
+    peak = lambda w: int(log_mel(w).mean(1).argmax())  # noqa: E731  (the mel bin of the tone)
+    assert peak(resampled) == peak(mono)
+
+
+@settings(max_examples=15, deadline=None)
+@given(rate=st.sampled_from([8000, 11025, 16000, 22050, 44100, 48000]), channels=st.integers(1, 3),
+       seconds=st.floats(0.05, 1.5))
+def test_any_rate_and_channel_count_gives_the_model_input(tmp_path_factory, rate, channels, seconds):
+    from audio.features import audio_spec
+
+    path = tmp_path_factory.mktemp("clips") / "clip.wav"
+    sf.write(path, tone(300, rate, seconds, channels), rate)
+    assert read_audio(path).shape[0] == pytest.approx(seconds * SAMPLE_RATE, abs=SAMPLE_RATE / rate + 2)
+    x = model_input(path, audio_spec(64, mean=-8.0, std=4.0))
+    assert x.shape == (128, 64) and torch.isfinite(x).all()
+
+
+def test_bad_audio_files_name_the_file(tmp_path):
+    sf.write(tmp_path / "empty.wav", np.zeros(0, dtype=np.float32), SAMPLE_RATE)
+    sf.write(tmp_path / "silent.wav", np.zeros(8000, dtype=np.float32), SAMPLE_RATE)
+    sf.write(tmp_path / "short.wav", tone(440, seconds=0.01), SAMPLE_RATE)
+    sf.write(tmp_path / "nan.wav", np.full(8000, np.nan, dtype=np.float32), SAMPLE_RATE, subtype="FLOAT")
+    (tmp_path / "corrupt.wav").write_bytes(b"RIFF not really a wave file")
+    cases = {"empty.wav": "empty", "silent.wav": "silent", "short.wav": "10.0 ms long", "nan.wav": "NaN",
+             "corrupt.wav": "cannot read audio", "missing.wav": "does not exist"}
+    for name, message in cases.items():
+        with pytest.raises(DataError, match=f"{name}.*{message}|{message}.*{name}"):
+            read_audio(tmp_path / name)
+
+
+def _tone_folder(root, per_class: int = 6):
+    """Two classes of tones at mixed rates, mono and stereo, WAV and FLAC."""
+    for label, freq in (("low", 300.0), ("high", 2500.0)):
+        (root / label).mkdir(parents=True)
+        for i in range(per_class):
+            rate, channels, suffix = [(8000, 1, "wav"), (22050, 2, "flac"), (44100, 1, "wav")][i % 3]
+            sf.write(root / label / f"{label}{i}.{suffix}", tone(freq * (1 + 0.02 * i), rate, 0.3 + 0.05 * i, channels), rate)
+    return root
+
+
+def test_audio_folder_data_and_its_errors(tmp_path):
+    from hub.registry import get_dataset_entry
+
+    build = get_dataset_entry("audio_folder").builder
+    data = build(str(_tone_folder(tmp_path / "ok")), target_frames=40, val_fraction=0.25, test_fraction=0.25)
+    data.setup()
+    assert data.label_names == ["high", "low"] and data.info["sizes"] == [6, 3, 3]
+    x, target = data.train_set[(0, 0)]
+    assert x.shape == (128, 40) and target.shape == (2,) and float(target.sum()) == pytest.approx(1.0)
+    assert data.input_spec["kind"] == "audio" and data.input_spec["std"] > 0
+    (tmp_path / "one" / "only").mkdir(parents=True)
+    sf.write(tmp_path / "one" / "only" / "a.wav", tone(300), SAMPLE_RATE)
+    (tmp_path / "hole" / "a").mkdir(parents=True)
+    (tmp_path / "hole" / "b").mkdir()
+    sf.write(tmp_path / "hole" / "a" / "a.wav", tone(300), SAMPLE_RATE)
+    bad = _tone_folder(tmp_path / "bad")
+    sf.write(bad / "low" / "quiet.wav", np.zeros(4000, dtype=np.float32), SAMPLE_RATE)
+    (tmp_path / "flat").mkdir()
+    cases = {"missing": "does not exist", "flat": "no class folders", "one": "single class",
+             "hole": r"\['b'\].*hold no audio", "bad": "quiet.wav is silent"}
+    for folder, message in cases.items():
+        with pytest.raises(DataError, match=message):
+            build(str(tmp_path / folder), target_frames=40, val_fraction=0.25, test_fraction=0.25).setup()
+    with pytest.raises(DataError, match="too few files per class"):
+        build(str(tmp_path / "ok"), target_frames=40, val_fraction=0.05, test_fraction=0.05).setup()
+
+
+def test_augmentation_is_seeded_by_epoch_and_index():
+    from audio.datasets import SpectrogramAugment
+
+    specs, labels = torch.randn(6, 128, 40), torch.arange(6) % 3
+    aug = SpectrogramAugment(specs, labels, 3, seed=1, freq_mask=8, time_mask=8, time_shift=4, noise=0.2, mixup=1.0)
+    a, b, other = aug[(2, 5)], aug[(2, 5)], aug[(2, 6)]
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and not torch.equal(a[0], other[0])
+    assert float(a[1].sum()) == pytest.approx(1.0) and a[1].max() < 1.0  # mixup: a soft target
+
+
+def test_fsdd_split_holds_one_speaker_out():
+    from hub.registry import get_dataset_entry
+
+    data = get_dataset_entry("fsdd").builder(test_speaker="lucas", label_fraction=0.1, target_frames=64)
+    data.setup()
+    assert data.info["sizes"] == [225, 250, 500] and data.label_names == [str(d) for d in range(10)]
+    assert data.input_spec["target_frames"] == 64 and data.test_set.tensors[0].shape == (500, 128, 64)
+    labels = data.train_set.labels
+    assert torch.bincount(labels).tolist() == [22] * 5 + [23] * 5 or torch.bincount(labels).min() >= 20
+    with pytest.raises(DataError, match="unknown FSDD speaker 'bob'"):
+        get_dataset_entry("fsdd").builder(test_speaker="bob")
+
+
+def test_spectrogram_explanations_and_overlay(tmp_path):
+    from audio.explain import explain_spectrogram, save_spectrogram_overlay
+
+    x = torch.randn(2, 128, 100)
+    for name in FAMILIES:
+        maps = explain_spectrogram(hub.create_model(name), x)
+        assert maps.shape == (2, 128, 100) and maps.min() >= 0 and maps.max() <= 1
+    save_spectrogram_overlay(x[0], maps[0], tmp_path / "overlay.png", "test")
+    assert (tmp_path / "overlay.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", hub.list_models(domain="audio", pretrained=True))
+def test_shipped_weights_reproduce_their_card(name):
+    """Every shipped audio tag loads (sha256 checked) and scores its first seed's test accuracy on FSDD."""
+    from hub.registry import get_dataset_entry
+
+    model = hub.load(name)
+    card = model.pretrained_cfg
+    data = get_dataset_entry(card.data["name"]).builder(**card.data["args"])
+    data.setup()
+    x, y = data.test_set.tensors
+    if data.task == "masked-patch-modelling":
+        assert model(x[:2]).shape[0] == 2
+        return
+    with torch.no_grad():
+        acc = float((torch.cat([model(b).argmax(-1) for b in x.split(100)]) == y).float().mean())
+    assert acc == pytest.approx(card.metrics["test/acc"]["values"][0], abs=2e-3)
+
+
+@pytest.mark.slow
+def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
+    from hub.cli import main
+
+    folder = _tone_folder(tmp_path / "tones")
+    assert main(["finetune", "ast_tiny.fsdd", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "--no-progress", "trainer.max_epochs=2", "data.args.batch_size=4"]) == 0
+    run = capsys.readouterr().out.strip().splitlines()[-1].split(": ", 1)[1]
+    files = [str(p) for p in sorted(folder.rglob("*.*"))[:3]]
+    assert main(["predict", run, *files, "--top-k", "2", "--out", str(tmp_path / "preds.csv"), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3 and lines[0].startswith(files[0]) and len(lines[0].split()) == 5
+    assert (tmp_path / "preds.csv").read_text().splitlines()[0] == "file,class_1,prob_1,class_2,prob_2"
+    sf.write(tmp_path / "silent.wav", np.zeros(4000, dtype=np.float32), SAMPLE_RATE)
+    assert main(["predict", run, str(tmp_path / "silent.wav"), "--no-progress"]) == 2
+    assert "silent.wav is silent" in capsys.readouterr().err
