@@ -3,36 +3,61 @@
 - a *finetune* adapter turns ``--data PATH`` into a recipe ``data`` section for that domain
   (an image folder, a CSV table, a folder of WAV files, ...);
 - a *predict* adapter runs the model over input files (or a folder), streaming in batches, and
-  yields ``(names, logits)``; a file that does not fit raises a clear error naming it.
+  yields ``(names, logits)``; a file that does not fit raises a clear error naming it;
+- a *default recipe*, keyed by the family's domain, lets ``attnhub finetune FAMILY --data PATH`` train a family
+  that has no pretrained tag (e.g. ``tabr`` on a CSV never seen before);
+- a *baseline*, keyed by input kind, scores a classical model on the split of a finished run, for the report
+  that ``finetune`` prints (e.g. HistGradientBoosting next to a tabular model).
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Iterable, Iterator
 
 from hub.errors import DataError, RegistryError
 
 _FINETUNE: dict[str, Callable[..., dict[str, Any]]] = {}
 _PREDICT: dict[str, Callable[..., Iterator]] = {}
+_DEFAULT_RECIPE: dict[str, Callable[..., dict[str, Any]]] = {}
+_BASELINE: dict[str, Callable[..., tuple[str, dict[str, float]]]] = {}
+
+
+def _register(table: dict[str, Callable], what: str, key: str):
+    def decorator(fn):
+        if key in table:
+            raise RegistryError(f"{what} for {key!r} is registered twice")
+        table[key] = fn
+        return fn
+
+    return decorator
 
 
 def register_finetune_adapter(kind: str):
-    def decorator(fn):
-        if kind in _FINETUNE:
-            raise RegistryError(f"finetune adapter for input kind {kind!r} is registered twice")
-        _FINETUNE[kind] = fn
-        return fn
-
-    return decorator
+    return _register(_FINETUNE, "finetune adapter for input kind", kind)
 
 
 def register_predict_adapter(kind: str):
-    def decorator(fn):
-        if kind in _PREDICT:
-            raise RegistryError(f"predict adapter for input kind {kind!r} is registered twice")
-        _PREDICT[kind] = fn
-        return fn
+    return _register(_PREDICT, "predict adapter for input kind", kind)
 
-    return decorator
+
+def register_default_recipe(domain: str):
+    """``fn(family, path, **options) -> recipe dict`` for fine-tuning an untrained family of ``domain``."""
+    return _register(_DEFAULT_RECIPE, "default recipe for domain", domain)
+
+
+def register_baseline(kind: str):
+    """``fn(run_dir) -> (baseline name, test metrics)`` on the same split as the run."""
+    return _register(_BASELINE, "baseline for input kind", kind)
+
+
+def _with_options(fn: Callable, where: str, args: tuple, options: dict[str, Any]):
+    """Call ``fn`` with the options that were given (not None); one it does not take raises naming it."""
+    given = {k: v for k, v in options.items() if v is not None}
+    accepted = inspect.signature(fn).parameters
+    unknown = sorted(k for k in given if k not in accepted)
+    if unknown:
+        raise DataError(f"option(s) {', '.join('--' + k for k in unknown)} do not apply to {where}")
+    return fn(*args, **given)
 
 
 def _kind(card) -> str:
@@ -42,13 +67,31 @@ def _kind(card) -> str:
     return kind
 
 
-def finetune_data_section(card, path: str) -> dict[str, Any]:
-    """The recipe ``data`` section that reads the user's data at ``path`` for the model of ``card``."""
+def finetune_data_section(card, path: str, **options) -> dict[str, Any]:
+    """The recipe ``data`` section that reads the user's data at ``path`` for the model of ``card``;
+    ``options`` (e.g. ``target``, ``task`` for tables) are passed on when given."""
     kind = _kind(card)
     if kind not in _FINETUNE:
         raise DataError(f"fine-tuning on user data is not available for inputs of kind {kind!r} "
                         f"(available: {sorted(_FINETUNE)})")
-    return _FINETUNE[kind](card, path)
+    return _with_options(_FINETUNE[kind], f"inputs of kind {kind!r}", (card, path), options)
+
+
+def default_recipe(family: str, path: str, **options) -> dict[str, Any]:
+    """A recipe dict training the untrained ``family`` on the user's data at ``path``."""
+    from hub.registry import get_model_entry
+
+    domain = get_model_entry(family).domain
+    if domain not in _DEFAULT_RECIPE:
+        raise DataError(f"{family!r} has no pretrained tag given and its domain {domain!r} has no default recipe for "
+                        f"user data (available for: {sorted(_DEFAULT_RECIPE)}); name a pretrained tag or a run folder")
+    return _with_options(_DEFAULT_RECIPE[domain], f"the {domain} domain", (family, path), options)
+
+
+def baseline(card, run_dir) -> tuple[str, dict[str, float]] | None:
+    """A classical baseline's test metrics on the split of ``run_dir``, or None when the input kind has none."""
+    fn = _BASELINE.get(card.input_spec.get("kind", ""))
+    return fn(run_dir) if fn else None
 
 
 def predict_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], Any]]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from hub.errors import HubError
 
-EPILOG = "Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5\n  attnhub predict vit_digits.sklearn digit.png"
+EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5\n  attnhub predict vit_digits.sklearn digit.png"
+          "\n  attnhub finetune tabr --data my.csv --target label\n  attnhub predict RUN_DIR --data rows.csv --out preds.csv")
 
 
 def _count_params(name: str) -> int | None:
@@ -88,22 +89,31 @@ def cmd_train(args) -> int:
 
 
 def cmd_finetune(args) -> int:
-    from hub.adapters import finetune_data_section
-    from hub.models import model_card
+    from hub.adapters import baseline, default_recipe, finetune_data_section
+    from hub.models import _is_run_dir, model_card
     from hub.recipe import apply_overrides, validate_recipe
+    from hub.registry import split_name
     from hub.training import train
 
-    card = model_card(args.name)
-    base = dict(card.recipe.get("resolved") or {})
-    if not base:
-        raise HubError(f"the card of {args.name} holds no recipe to fine-tune from")
-    base["data"] = finetune_data_section(card, args.data)
-    base["model"] = {**base["model"], "init_from": args.name}
-    base["name"] = f"finetune-{card.family}"
+    options = {"target": args.target, "task": args.task}
+    if not _is_run_dir(args.name) and split_name(args.name)[1] is None:  # a bare family: train from scratch
+        base = default_recipe(args.name, args.data, **options)
+    else:
+        card = model_card(args.name)
+        base = dict(card.recipe.get("resolved") or {})
+        if not base:
+            raise HubError(f"the card of {args.name} holds no recipe to fine-tune from")
+        base["data"] = finetune_data_section(card, args.data, **options)
+        base["model"] = {**base["model"], "init_from": args.name}
+        base["name"] = f"finetune-{card.family}"
     base["output_dir"] = args.output_dir or base.get("output_dir", "runs")
     recipe = validate_recipe(apply_overrides(base, args.overrides), f"finetune of {args.name}")
     run_dir = train(recipe=recipe, progress=not args.no_progress)
     _print_run(run_dir)
+    reference = baseline(model_card(str(run_dir)), run_dir)
+    if reference is not None:
+        name, metrics = reference
+        print(f"{name} on the same split: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
     return 0
 
 
@@ -130,6 +140,40 @@ def _prediction_cells(logits, regression: bool, k: int, labels: list[str]) -> tu
     return header, rows
 
 
+def _predict_table(args, model, card) -> int:
+    """``--data rows.csv``: one line per row: the row number, the prediction and, for classification, one
+    probability column per class (``proba_<class>``); regression values are in the target's units."""
+    import torch
+
+    from hub.adapters import predict_logits
+
+    spec = card.input_spec.get("preprocessor", {})
+    regression = spec.get("task") == "regression"
+    classes = list(spec.get("classes") or card.label_names)
+    header = ["row", "prediction", *([] if regression else [f"proba_{c}" for c in classes])]
+    out_file = open(args.out, "w", newline="") if args.out else None
+    writer = csv.writer(out_file or sys.stdout)
+    count = 0
+    try:
+        with torch.inference_mode():
+            for rows, outputs in predict_logits(card, model, [args.data], args.batch_size):
+                if regression:
+                    cells = [[f"{v:.6g}"] for v in outputs.float().reshape(-1).tolist()]
+                else:
+                    probs = outputs.float().softmax(-1)
+                    cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
+                if count == 0:  # after the first batch, so a table that does not fit leaves no header behind
+                    writer.writerow(header)
+                writer.writerows([row, *c] for row, c in zip(rows, cells))
+                count += len(rows)
+    finally:
+        if out_file:
+            out_file.close()
+    if args.out:
+        print(f"wrote {count} predictions to {args.out}")
+    return 0
+
+
 def cmd_predict(args) -> int:
     import torch
     from tqdm import tqdm
@@ -137,8 +181,15 @@ def cmd_predict(args) -> int:
     from hub.adapters import predict_logits
     from hub.models import load
 
+    if bool(args.files) == bool(args.data):
+        raise HubError("give input FILES, or --data TABLE.csv for a tabular model (not both)")
     model = load(args.name)
     card = model.pretrained_cfg
+    if args.data:
+        if card.input_spec.get("kind") != "table":
+            raise HubError(f"--data takes a table for tabular models; {args.name} takes input files "
+                           f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
+        return _predict_table(args, model, card)
     labels = card.label_names or [str(i) for i in range(10_000)]
     regression = card.task.endswith("regression")  # outputs are values, printed as they are
     out_file = open(args.out, "w", newline="") if args.out else None
@@ -218,9 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_train)
 
-    p = sub.add_parser("finetune", help="fine-tune a pretrained model on your own data")
-    p.add_argument("name", help="pretrained tag or run folder to start from")
-    p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class), ...")
+    p = sub.add_parser("finetune", help="fine-tune a pretrained model on your own data (tabular families also "
+                       "train from scratch on a CSV)")
+    p.add_argument("name", help="pretrained tag or run folder to start from; for tabular models also a bare family "
+                   "(e.g. tabr), trained from a default recipe")
+    p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class), a CSV table "
+                   "with a header (tabular models; split 70/15/15 automatically), ...")
+    p.add_argument("--target", help="tables: the column to predict (default: the pretrained card's target)")
+    p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"),
+                   help="tables: the kind of target (default auto: text or few whole numbers = classes, else regression)")
     p.add_argument("--output-dir", help="where the run folder goes (default: the card recipe's, ./runs)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
     p.add_argument("--no-progress", **no_progress)
@@ -235,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="predict files, one line per file: name, then top-k classes and probabilities "
                        "(regression models: the predicted values)")
     p.add_argument("name", help="pretrained tag or run folder")
-    p.add_argument("files", nargs="+", help="input files (images, ...)")
+    p.add_argument("files", nargs="*", help="input files (images, ...)")
+    p.add_argument("--data", help="tabular models: a CSV of rows to predict (the target column may be absent); "
+                   "writes row, prediction and proba_<class> per class")
     p.add_argument("--top-k", type=int, default=3, help="how many classes to print per file (default 3)")
     p.add_argument("--out", help="also write the predictions to this CSV file")
     p.add_argument("--batch-size", type=int, default=256, help="files per forward pass (default 256)")
