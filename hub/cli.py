@@ -191,7 +191,7 @@ def cmd_predict(args) -> int:
                            f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
         return _predict_table(args, model, card)
     labels = card.label_names or [str(i) for i in range(10_000)]
-    regression = card.task.endswith("regression")  # outputs are values, printed as they are
+    regression = not card.label_names  # no classes: outputs are values (RUL, traffic speeds, risks), printed as they are
     out_file = open(args.out, "w", newline="") if args.out else None
     writer = csv.writer(out_file) if out_file else None
     wrote_header = False

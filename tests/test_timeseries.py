@@ -308,3 +308,85 @@ def test_routing_plot_of_testam(tmp_path):
     assert choice.shape == (199, 207) and set(np.unique(choice)) <= {0, 1, 2}
     path = plot_routing(model, data, tmp_path / "routing.png", "val")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+# ---- traffic: the user's folder (speeds.csv + adjacency.csv) ----------------------------------------
+
+def _traffic_folder(root, sensors=4, steps=3 * 288, with_time=True):
+    """Speeds with a daily cycle, some blank readings, and a ring road."""
+    root.mkdir(parents=True, exist_ok=True)
+    start = np.datetime64("2026-01-05T00:00")
+    t = np.arange(steps)
+    speed = 50 + 10 * np.sin(2 * np.pi * t[:, None] / 288 + np.arange(sensors)[None]) + np.arange(sensors)[None]
+    ids = [f"s{i}" for i in range(sensors)]
+    with open(root / "speeds.csv", "w") as f:
+        f.write(",".join((["time"] if with_time else []) + ids) + "\n")
+        for step in t:
+            cells = ["" if (step * 7 + i) % 97 == 0 else f"{speed[step, i]:.2f}" for i in range(sensors)]
+            f.write(",".join(([str(start + np.timedelta64(5 * int(step), "m"))] if with_time else []) + cells) + "\n")
+    ring = np.roll(np.eye(sensors), 1, 1) + np.roll(np.eye(sensors), -1, 1)
+    np.savetxt(root / "adjacency.csv", ring, delimiter=",", header=",".join(ids), comments="")
+    return root
+
+
+def test_speed_csv_conversions_and_time_of_day(tmp_path):
+    from timeseries.traffic_csv import read_speed_csv
+
+    root = _traffic_folder(tmp_path / "t")
+    ids, speed, time_of_day = read_speed_csv(root / "speeds.csv")
+    assert ids == ["s0", "s1", "s2", "s3"] and speed.shape == (864, 4)
+    assert (speed == 0).sum() > 0 and np.isfinite(speed).all()  # blank readings -> 0 (masked in targets)
+    assert time_of_day[0] == 0 and time_of_day[12] == pytest.approx(1 / 24) and time_of_day[288] == 0
+    _, _, without = read_speed_csv(_traffic_folder(tmp_path / "u", with_time=False) / "speeds.csv")
+    np.testing.assert_allclose(without, time_of_day, atol=1e-6)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda lines: lines[:40] + lines[42:], "equally spaced"),
+    (lambda lines: lines[:5] + [lines[5].replace(lines[5].split(",")[2], "fast", 1)] + lines[6:], "'fast' is not a number"),
+    (lambda lines: lines[:5] + [lines[5].replace(lines[5].split(",")[2], "-3", 1)] + lines[6:], "finite speed >= 0"),
+    (lambda lines: lines[:5] + [lines[5].replace(lines[5].split(",")[2], "inf", 1)] + lines[6:], "finite speed >= 0"),
+    (lambda lines: lines[:20], "too few for a train/val/test split"),
+])
+def test_bad_speed_files_are_refused_naming_the_problem(tmp_path, edit, message):
+    from hub.registry import get_dataset_entry
+
+    root = _traffic_folder(tmp_path / "t")
+    lines = (root / "speeds.csv").read_text().splitlines()
+    (root / "speeds.csv").write_text("\n".join(edit(lines)) + "\n")
+    with pytest.raises(DataError, match=message):
+        get_dataset_entry("traffic_csv").builder(root=str(root)).setup("fit")
+
+
+def test_adjacency_that_does_not_fit_is_refused(tmp_path):
+    from hub.registry import get_dataset_entry
+
+    root = _traffic_folder(tmp_path / "t")
+    np.savetxt(root / "adjacency.csv", np.eye(3), delimiter=",")
+    with pytest.raises(DataError, match=r"expected a \(4, 4\) adjacency"):
+        get_dataset_entry("traffic_csv").builder(root=str(root)).setup("fit")
+    np.savetxt(root / "adjacency.csv", np.eye(4), delimiter=",", header="s0,s1,s3,s2", comments="")
+    with pytest.raises(DataError, match="same sensors in the same order"):
+        get_dataset_entry("traffic_csv").builder(root=str(root)).setup("fit")
+
+
+def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
+    """TESTAM on the user's road graph; finetuned from the run on another folder; predict one line per sensor."""
+    from hub.cli import main
+
+    root = _traffic_folder(tmp_path / "t")
+    recipe = tmp_path / "testam.yaml"
+    recipe.write_text(f"model: {{name: testam, args: {{dim: 8, num_heads: 2}}}}\n"
+                      f"data: {{name: traffic_csv, args: {{root: {root}, batch_size: 32}}}}\n"
+                      f"trainer: {{max_epochs: 1, accelerator: cpu, limit_train_batches: 3}}\noutput_dir: {tmp_path / 'runs'}\n")
+    run = train(str(recipe), progress=False)
+    card = hub.model_card(str(run))
+    assert card.model_args["graph"] == str((root / "adjacency.csv").resolve()) and card.input_spec["sensors"][0] == "s0"
+    other = _traffic_folder(tmp_path / "other", steps=4 * 288)
+    assert main(["finetune", str(run), "--data", str(other), "trainer.max_epochs=1", "trainer.limit_train_batches=2",
+                 "--output-dir", str(tmp_path / "ft"), "--no-progress"]) == 0
+    finetuned = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("run folder: ")
+    assert main(["predict", finetuned, str(other / "speeds.csv"), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0].rsplit(":", 1)[1] for line in lines] == ["s0", "s1", "s2", "s3"]
+    assert all(len(line.split()) == 1 + 12 for line in lines), lines

@@ -1,5 +1,5 @@
 """Time-series models: remaining-useful-life forecasting on NASA C-MAPSS (attention over cycles and
 sensors, attention GRU), the TESTAM traffic mixture of experts with a GRU baseline, and the user
-sensor-CSV adapters."""
+sensor-CSV and traffic-folder adapters."""
 from timeseries import (attention_gru, rul_attention, rul_data, rul_task, sensor_csv, testam,  # noqa: F401
-                        traffic_data, traffic_gru)  # (importing registers the models, datasets and tasks)
+                        traffic_csv, traffic_data, traffic_gru)  # (importing registers the models, datasets and tasks)

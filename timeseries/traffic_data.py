@@ -79,9 +79,14 @@ def check_adjacency(adj: np.ndarray, num_nodes: int, source: str) -> np.ndarray:
 
 
 def road_graph(name: str) -> np.ndarray:
-    """The (N, N) weighted road adjacency of ``los_loop`` (207), ``metr_la`` (207) or ``pems_bay`` (325)."""
+    """The (N, N) weighted road adjacency of ``los_loop`` (207), ``metr_la`` (207) or ``pems_bay`` (325),
+    or of a user's adjacency CSV given by its path (:func:`timeseries.traffic_csv.read_adjacency_csv`)."""
+    if name.endswith(".csv"):
+        from timeseries.traffic_csv import read_adjacency_csv
+
+        return read_adjacency_csv(name)
     if name not in GRAPH_FILES:
-        raise DataError(f"unknown road graph {name!r}; available: {sorted(GRAPH_FILES)}")
+        raise DataError(f"unknown road graph {name!r}; available: {sorted(GRAPH_FILES)} or an adjacency CSV path")
     folder, file, sha256 = GRAPH_FILES[name]
     path = data_dir() / folder / file
     if not path.is_file():
@@ -158,8 +163,9 @@ class TrafficForecastTask(Task):
         return loss, pred.detach(), y
 
 
-class LosLoopData(HubDataModule):
-    """Los-loop speeds as 12-in / 12-out samples, chronological 70/10/20; see the module doc."""
+class TrafficSeriesData(HubDataModule):
+    """Speeds (T, N) as ``input_steps``-in / ``output_steps``-out samples, split chronologically; subclasses
+    :meth:`load` the speeds, the time of day of each step and the road graph (see the module doc)."""
 
     task = "traffic-forecast"
 
@@ -169,26 +175,30 @@ class LosLoopData(HubDataModule):
         self.input_steps, self.output_steps = input_steps, output_steps
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.mean = self.std = 0.0
+        self.graph = ""
         self.splits: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # raw windows for the baselines
+
+    def load(self) -> tuple[np.ndarray, np.ndarray, str, dict]:
+        """-> speed (T, N) float32 (0 = missing reading), time of day (T,) in [0, 1), road graph (a name of
+        :data:`GRAPH_FILES` or an adjacency CSV path), info for the card."""
+        raise NotImplementedError
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        path = data_dir() / "los_loop" / "los_speed.csv"
-        if not path.is_file():
-            raise DataError(f"{path} not found; put Los-loop there (see its PROVENANCE.md) or set HUB_DATA_DIR")
-        lines = read_verified(path, LOS_SPEED_SHA256).decode().splitlines()
-        speed = np.loadtxt(lines[1:], delimiter=",", dtype=np.float32)  # (T, N), header = sensor ids
-        steps = np.arange(len(speed))
+        speed, time_of_day, self.graph, info = self.load()
         total = self.input_steps + self.output_steps
         starts = np.arange(len(speed) - total + 1)
         n_test, n_val = round(len(starts) * self.test_fraction), round(len(starts) * self.val_fraction)
+        if len(starts) - n_val - n_test < 1 or n_val < 1 or n_test < 1:
+            raise DataError(f"{info['source']}: {len(speed)} time steps make {max(len(starts), 0)} samples of "
+                            f"{self.input_steps} + {self.output_steps} steps, too few for a train/val/test split; "
+                            "expected several days of readings")
         parts = {"train": starts[:len(starts) - n_val - n_test], "val": starts[len(starts) - n_val - n_test:len(starts) - n_test],
                  "test": starts[len(starts) - n_test:]}
         train_end = parts["train"][-1] + self.input_steps  # speeds seen as inputs of training samples
         self.mean, self.std = float(speed[:train_end].mean()), float(speed[:train_end].std())
-        features = np.stack([(speed - self.mean) / self.std,
-                             np.broadcast_to((steps % STEPS_PER_DAY / STEPS_PER_DAY)[:, None], speed.shape)], -1)
+        features = np.stack([(speed - self.mean) / self.std, np.broadcast_to(time_of_day[:, None], speed.shape)], -1)
         for name, idx in parts.items():
             window = idx[:, None] + np.arange(total)[None, :]  # (S, T_in + T_out) step indices
             x = features[window[:, :self.input_steps]].astype(np.float32)  # (S, T_in, N, 2)
@@ -197,14 +207,28 @@ class LosLoopData(HubDataModule):
             setattr(self, f"{name}_set", TensorDataset(torch.from_numpy(x), torch.from_numpy(y)))
         self.speed = speed
         self.input_spec = {"kind": "traffic_series", "input_steps": self.input_steps, "output_steps": self.output_steps,
-                           "num_nodes": speed.shape[1], "graph": "los_loop", "mean": self.mean, "std": self.std}
-        self.info = {"source": "Los-loop (T-GCN, Zhao et al. 2019; METR-LA sensors, Jagadish et al. 2014)",
-                     "license": "none stated for the data (T-GCN-PyTorch code is MIT)",
-                     "samples": [len(v) for v in parts.values()]}
+                           "num_nodes": speed.shape[1], "graph": self.graph, "mean": self.mean, "std": self.std,
+                           **info.pop("spec", {})}
+        self.info = {**info, "samples": [len(v) for v in parts.values()]}
 
     def model_args(self):
         return {"num_nodes": self.speed.shape[1], "input_steps": self.input_steps, "output_steps": self.output_steps,
-                "speed_mean": self.mean, "speed_std": self.std}
+                "speed_mean": self.mean, "speed_std": self.std, "graph": self.graph}
+
+
+class LosLoopData(TrafficSeriesData):
+    """Los-loop speeds (see the module doc)."""
+
+    def load(self):
+        path = data_dir() / "los_loop" / "los_speed.csv"
+        if not path.is_file():
+            raise DataError(f"{path} not found; put Los-loop there (see its PROVENANCE.md) or set HUB_DATA_DIR")
+        lines = read_verified(path, LOS_SPEED_SHA256).decode().splitlines()
+        speed = np.loadtxt(lines[1:], delimiter=",", dtype=np.float32)  # (T, N), header = sensor ids
+        time_of_day = np.arange(len(speed)) % STEPS_PER_DAY / STEPS_PER_DAY
+        return speed, time_of_day, "los_loop", {
+            "source": "Los-loop (T-GCN, Zhao et al. 2019; METR-LA sensors, Jagadish et al. 2014)",
+            "license": "none stated for the data (T-GCN-PyTorch code is MIT)"}
 
 
 @register_dataset(task="traffic-forecast")
