@@ -16,13 +16,13 @@ partial likelihood of a batch is then the exact one of the training set.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from hub.adapters import register_finetune_adapter
+from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import HubDataModule, data_dir, read_csv_frame, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
@@ -198,6 +198,23 @@ def _bad_rows(mask: np.ndarray) -> str:
     return ", ".join(str(r + 2) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")  # +2: header, 1-based
 
 
+def feature_matrix(table, path: Path, gene_cols: list[str], clinical: list[str]) -> np.ndarray:
+    """The (N, G + C) float matrix of a survival table, genes first; NaN only where a gene is not measured."""
+    import pandas as pd
+
+    x = table[gene_cols + clinical].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
+    if np.isinf(x).any():
+        col = (gene_cols + clinical)[int(np.flatnonzero(np.isinf(x).any(0))[0])]
+        raise DataError(f"{path}: column {col!r} has infinite values at rows {_bad_rows(np.isinf(x).any(1))}; "
+                        "expected finite numbers")
+    clinical_nan = np.isnan(x[:, len(gene_cols):])
+    if clinical_nan.any():
+        col = clinical[int(np.flatnonzero(clinical_nan.any(0))[0])]
+        raise DataError(f"{path}: clinical column {col!r} has missing or non-numeric values at rows "
+                        f"{_bad_rows(clinical_nan.any(1))}; expected numbers (only gene columns may be empty)")
+    return x
+
+
 class SurvivalCSVData(SurvivalTableData):
     """A user's survival table (CSV with a header): one row per patient, split stratified by event into
     train / validation / test. Gene columns may have empty cells (that gene is masked for that patient)."""
@@ -244,16 +261,7 @@ class SurvivalCSVData(SurvivalTableData):
         if event_raw.sum() == 0:
             raise DataError(f"{self.path}: event column {self.event_col!r} has no events (all 0); the Cox loss "
                             "needs at least one observed event")
-        x = table[self.gene_cols + clinical].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
-        if np.isinf(x).any():
-            col = (self.gene_cols + clinical)[int(np.flatnonzero(np.isinf(x).any(0))[0])]
-            raise DataError(f"{self.path}: column {col!r} has infinite values at rows {_bad_rows(np.isinf(x).any(1))}; "
-                            "expected finite numbers")
-        clinical_nan = np.isnan(x[:, len(self.gene_cols):])
-        if clinical_nan.any():
-            col = clinical[int(np.flatnonzero(clinical_nan.any(0))[0])]
-            raise DataError(f"{self.path}: clinical column {col!r} has missing or non-numeric values at rows "
-                            f"{_bad_rows(clinical_nan.any(1))}; expected numbers (only gene columns may be empty)")
+        x = feature_matrix(table, self.path, self.gene_cols, clinical)
         rest, test = stratified_split(event_raw.astype(np.int64), (1 - self.test_fraction, self.test_fraction),
                                       self.split_seed)
         return {"train": (x[rest], time[rest], event_raw[rest]), "test": (x[test], time[test], event_raw[test]),
@@ -282,3 +290,28 @@ def survival_csv_section(card, path: str) -> dict[str, Any]:
         "path": str(path), "gene_cols": list(spec["genes"]), "clinical_cols": list(spec["clinical"]),
         "expect_num_genes": len(spec["genes"]), "expect_num_clinical": len(spec["clinical"]),
         "loss": card.data.get("args", {}).get("loss", "efron")}}
+
+
+@register_predict_adapter("survival_table")
+def survival_risks(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+    """``attnhub predict survival_fusion.metabric patients.csv``: the risk score (log relative hazard; higher
+    means earlier events) of every patient row, named by its ``id`` column or ``file:line``. The columns
+    are the card's gene and clinical columns (others, such as time and event, are ignored); empty gene
+    cells are masked, as in training; the card's training mean and std standardise them."""
+    spec = card.input_spec
+    genes, clinical = list(spec["genes"]), list(spec["clinical"])
+    mean, std = np.asarray(spec["mean"]), np.asarray(spec["std"])
+    for path in paths:
+        table = read_csv_frame(path, f"one row per patient with the columns {genes + clinical}")
+        missing = [c for c in genes + clinical if c not in table.columns]
+        if missing:
+            raise DataError(f"{path}: missing columns {missing}; {card.name} takes {genes + clinical}")
+        z = (feature_matrix(table, Path(path), genes, clinical) - mean) / std  # (N, G + C)
+        names = (table["id"].astype(str).tolist() if "id" in table.columns
+                 else [f"{path}:{line}" for line in range(2, len(table) + 2)])
+        for start in range(0, len(z), batch_size):
+            chunk = torch.as_tensor(z[start:start + batch_size], dtype=torch.float32)
+            inputs = {"clinical": chunk[:, len(genes):]}
+            if genes:
+                inputs.update(genes=chunk[:, :len(genes)].nan_to_num(), gene_mask=~chunk[:, :len(genes)].isnan())
+            yield names[start:start + batch_size], model(**inputs)

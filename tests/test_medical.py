@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import hub
+import hub.adapters
 from hub.errors import DataError
 from medical.losses import cox_loss, weighted_cox_loss
 
@@ -162,3 +163,36 @@ def test_recipe_smoke_run_and_report(repo, tmp_path):
     assert 0.5 < summary["test"]["test/cindex"] <= 1.0
     report = survival_report(str(run))
     assert (run / "risk_groups.png").is_file() and 0 < report["test"]["ibs"] < 1
+
+
+def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
+    """Raw patient rows (unstandardised, a gene left blank, extra columns) -> the model's risks on the same
+    standardised inputs; rows named by the id column."""
+    from hub.cli import main
+    from medical.survival_data import deepsurv_metabric
+
+    card = hub.model_card("survival_fusion.metabric")
+    data = deepsurv_metabric()
+    data.setup()
+    spec = card.input_spec
+    rows = data.test_set
+    raw = torch.cat([rows.genes * torch.tensor(spec["std"][:4]) + torch.tensor(spec["mean"][:4]),
+                     rows.clinical * torch.tensor(spec["std"][4:]) + torch.tensor(spec["mean"][4:])], 1)[:20]
+    header = ["id", *spec["genes"], *spec["clinical"], "time"]
+    lines = [",".join(header)] + [",".join([f"p{i}", *[f"{v:.6f}" for v in raw[i].tolist()], "5"]) for i in range(20)]
+    lines[1] = lines[1].replace(lines[1].split(",")[1], "", 1)  # patient p0: MKI67 not measured
+    (tmp_path / "patients.csv").write_text("\n".join(lines) + "\n")
+    assert main(["predict", "survival_fusion.metabric", str(tmp_path / "patients.csv"), "--out",
+                 str(tmp_path / "risks.csv"), "--no-progress"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in printed] == [f"p{i}" for i in range(20)]
+    model = hub.load("survival_fusion.metabric").eval()
+    mask = torch.ones(20, 4, dtype=torch.bool)
+    mask[0, 0] = False
+    with torch.no_grad():
+        expected = model(rows.clinical[:20], genes=rows.genes[:20] * mask, gene_mask=mask)
+    got = torch.tensor([float(r.split(",")[1]) for r in (tmp_path / "risks.csv").read_text().splitlines()[1:]])
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    (tmp_path / "bad.csv").write_text("id,MKI67\np1,0.5\n")
+    with pytest.raises(DataError, match=r"missing columns \['EGFR'"):
+        list(hub.adapters.predict_logits(card, model, [str(tmp_path / "bad.csv")], 8))
