@@ -28,7 +28,7 @@ from hub.data import HubDataModule, data_dir, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
 from hub.weights import fetch, read_verified
-from tabular.preprocessing import TASKS, TabularPreprocessor, _labels, read_table
+from tabular.preprocessing import TASKS, TabularPreprocessor, _labels, infer_task, read_table
 
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
                  "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country",
@@ -106,7 +106,7 @@ class TabularData(HubDataModule):
     def _split(self, frame: pd.DataFrame, fractions: tuple[float, ...]) -> list[pd.DataFrame]:
         if self.target not in frame.columns:
             raise DataError(f"target column {self.target!r} is not in the table; its columns are {list(frame.columns)}")
-        if self.task_kind == "regression" or (self.task_kind == "auto" and self._numeric_target(frame)):
+        if (self.task_kind if self.task_kind != "auto" else infer_task(frame[self.target])) == "regression":
             order = np.random.default_rng(self.split_seed).permutation(len(frame))
             bounds = np.cumsum([int(round(f * len(frame))) for f in fractions[:-1]])
             parts = [np.sort(p) for p in np.split(order, bounds)]
@@ -114,10 +114,6 @@ class TabularData(HubDataModule):
             codes = pd.factorize(_labels(frame[self.target].fillna("")))[0]
             parts = stratified_split(codes, fractions, self.split_seed)
         return [frame.iloc[p].reset_index(drop=True) for p in parts]
-
-    def _numeric_target(self, frame: pd.DataFrame) -> bool:
-        values = pd.to_numeric(frame[self.target], errors="coerce")
-        return bool(values.notna().all()) and (not np.allclose(values, np.round(values)) or values.nunique() > 20)
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:

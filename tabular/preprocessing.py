@@ -70,6 +70,17 @@ def _labels(series: pd.Series) -> np.ndarray:
     return np.array([text(v) for v in series.tolist()], dtype=object)
 
 
+def infer_task(target: pd.Series) -> str:
+    """``regression`` for numbers that are not all whole or take more than 20 values, else ``binary`` or
+    ``multiclass`` by the number of distinct values (empty cells are ignored)."""
+    target = target.dropna()
+    values = pd.to_numeric(target, errors="coerce")
+    if values.notna().all() and not (np.allclose(values, np.round(values))
+                                     and target.nunique() <= _MAX_CLASSES_FROM_NUMBERS):
+        return "regression"
+    return "binary" if target.nunique() == 2 else "multiclass"
+
+
 def read_table(path, drop: list[str] | tuple = ()) -> pd.DataFrame:
     """Read a CSV with a header into a DataFrame; an empty file or one without rows raises naming it."""
     try:
@@ -156,14 +167,10 @@ class TabularPreprocessor:
             raise DataError(f"target column {self.target!r} is empty at rows {_rows(missing)}; every training row "
                             "needs a target")
         values = pd.to_numeric(target, errors="coerce")
-        is_number = values.notna().all()
         if self.task == "auto":
-            whole = is_number and np.allclose(values, np.round(values))
-            few = target.nunique() <= (_MAX_CLASSES_FROM_NUMBERS if is_number else len(target))
-            self.task = ("regression" if is_number and not (whole and few)
-                         else "binary" if target.nunique() == 2 else "multiclass")
+            self.task = infer_task(target)
         if self.task == "regression":
-            if not is_number:
+            if values.isna().any():
                 bad = values.isna().to_numpy()
                 raise DataError(f"regression target {self.target!r} holds text at rows {_rows(bad)} "
                                 f"({sorted({str(v) for v in target[bad]})[:5]}); expected numbers")
