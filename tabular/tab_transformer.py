@@ -5,7 +5,8 @@ column part of width ``dim // 8`` shared by the column's categories, as in the p
 Transformer blocks (post-norm, the hub core's :class:`~hub.attention.MultiHeadAttention`) lets the columns
 attend to each other; the contextual embeddings, flattened, are concatenated with the layer-normed numeric
 features and an MLP (hidden widths 4l and 2l for an input of width l) predicts. ``column_attention`` returns
-the attention between columns. The paper's unsupervised pre-training is not implemented here.
+the attention between columns. :class:`ReplacedTokenDetection` and :func:`pretrain` are the paper's
+unsupervised pre-training (replaced token detection) of the embeddings and Transformer on unlabelled rows.
 
 Shapes:
     x_num (B, F), x_cat (B, C) int64 -> logits (B, num_classes); column_attention -> (B, depth, heads, C, C)
@@ -17,6 +18,7 @@ torch.Size([4, 2])
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from hub.attention import MultiHeadAttention
@@ -63,14 +65,19 @@ class TabTransformer(nn.Module):
         column = self.column_embed[None].expand(x_cat.shape[0], -1, -1)  # (C, dim // 8) -> (B, C, dim // 8)
         return torch.cat([values, column], -1)  # (B, C, dim)
 
+    def contextual(self, x_cat: torch.Tensor) -> torch.Tensor:
+        """The columns' contextual embeddings (B, C, dim)."""
+        x = self._tokens(x_cat)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
     def forward_features(self, x_num: torch.Tensor, x_cat: torch.Tensor | None = None) -> torch.Tensor:
         check_numeric(x_num, self.num_numeric)
         if x_cat is None:
             x_cat = x_num.new_zeros(x_num.shape[0], 0, dtype=torch.long)
-        x = self._tokens(x_cat)
-        for block in self.blocks:
-            x = block(x)
-        return self.mlp(torch.cat([x.flatten(1), self.num_norm(x_num)], -1))  # (B, C * dim + F) -> (B, 2 width)
+        x = self.contextual(x_cat).flatten(1)  # (B, C, dim) -> (B, C * dim)
+        return self.mlp(torch.cat([x, self.num_norm(x_num)], -1))  # (B, C * dim + F) -> (B, 2 width)
 
     def column_attention(self, x_cat: torch.Tensor) -> torch.Tensor:
         """Attention weights between the categorical columns, per layer and head: (B, depth, H, C, C)."""
@@ -90,6 +97,52 @@ class TabTransformer(nn.Module):
 
     def reset_classifier(self, num_classes: int) -> None:
         self.head = nn.Linear(self.num_features, num_classes)
+
+
+class ReplacedTokenDetection(nn.Module):
+    """The paper's pre-training objective (replaced token detection, after ELECTRA): each categorical value is
+    replaced, with probability ``replace_prob``, by the same column's value in a random other row; one binary
+    classifier per column tells from the contextual embedding whether its value was replaced. The heads live
+    here, not in the model, so the pre-trained model keeps its own state dict.
+
+    Shapes: x_cat (B, C) -> loss ()
+    """
+
+    def __init__(self, model: TabTransformer, replace_prob: float = 0.3):
+        super().__init__()
+        self.model, self.replace_prob = model, replace_prob
+        dim = model.blocks[0].norm1.normalized_shape[0] if len(model.blocks) else model.cat_embed.dim
+        self.weight = nn.Parameter(torch.zeros(model.num_columns, dim))  # one classifier per column
+        self.bias = nn.Parameter(torch.zeros(model.num_columns))
+
+    def forward(self, x_cat: torch.Tensor) -> torch.Tensor:
+        batch, columns = x_cat.shape
+        donors = torch.randint(0, batch, (batch, columns), device=x_cat.device)
+        donor_values = x_cat.gather(0, donors)  # (B, C): column j's value in row donors[i, j]
+        replaced = (torch.rand(batch, columns, device=x_cat.device) < self.replace_prob) & (donor_values != x_cat)
+        x = self.model.contextual(torch.where(replaced, donor_values, x_cat))  # (B, C, dim)
+        logits = (x * self.weight).sum(-1) + self.bias  # (B, C)
+        return F.binary_cross_entropy_with_logits(logits, replaced.float())
+
+
+def pretrain(model: TabTransformer, x_cat: torch.Tensor, epochs: int = 10, batch_size: int = 256, lr: float = 1e-3,
+             replace_prob: float = 0.3, seed: int = 0) -> list[float]:
+    """Pre-train ``model``'s embeddings and Transformer on unlabelled categorical rows (B, C) by replaced token
+    detection; returns the mean loss per epoch. Fine-tune afterwards as usual (e.g. ``model.init_from``)."""
+    generator = torch.Generator().manual_seed(seed)
+    objective = ReplacedTokenDetection(model, replace_prob).train()
+    optimizer = torch.optim.AdamW(objective.parameters(), lr=lr)
+    history = []
+    for _ in range(epochs):
+        order, losses = torch.randperm(len(x_cat), generator=generator), []
+        for start in range(0, len(x_cat), batch_size):
+            loss = objective(x_cat[order[start:start + batch_size]])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        history.append(sum(losses) / len(losses))
+    return history
 
 
 @register_model(task="tabular")
