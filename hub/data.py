@@ -123,8 +123,12 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
     parts = []
     remaining = 1.0
     for fraction in fractions[:-1]:
-        take, index = train_test_split(index, train_size=fraction / remaining, stratify=labels[index],
-                                       random_state=seed)
+        try:
+            take, index = train_test_split(index, train_size=fraction / remaining, stratify=labels[index],
+                                           random_state=seed)
+        except ValueError as err:  # a part smaller than the number of classes
+            raise DataError(f"{len(labels)} samples of {len(np.unique(labels))} classes are too few for a stratified "
+                            f"{'/'.join(str(f) for f in fractions)} split ({err}); add samples") from None
         parts.append(np.sort(take))
         remaining -= fraction
     parts.append(np.sort(index))

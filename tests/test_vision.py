@@ -1,4 +1,5 @@
 """Vision families: shapes, gradients to every parameter, head reset, tiny overfit, input checks, maps."""
+import numpy as np
 import pytest
 import torch
 
@@ -81,3 +82,36 @@ def test_vit_rollout_and_explain_cli(tmp_path, capsys):
     Image.fromarray(np.round(load_digits().images[7] * 255 / 16).astype(np.uint8), mode="L").save(path)
     assert main(["explain", "vit_digits.sklearn", str(path), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "seven_explain.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("channels,augment", [(1, "light"), (3, "light"), (3, "randaugment"), (1, "randaugment")])
+def test_image_folder_training_augmentation_is_timms_and_seeded(tmp_path, channels, augment):
+    """Training images go through timm's transform; an item is the same for the same (seed, epoch, index)
+    whatever the global RNG state, and differs across epochs; the global RNGs are left untouched."""
+    import random
+
+    from PIL import Image
+
+    from vision.datasets import image_folder
+
+    generator = np.random.default_rng(0)
+    for label in ("a", "b"):
+        (tmp_path / label).mkdir()
+        for i in range(10):
+            Image.fromarray(generator.integers(0, 255, (20, 24, 3), dtype=np.uint8)).save(tmp_path / label / f"{i}.png")
+    mean, std = [0.5] * channels, [0.25] * channels
+    data = image_folder(str(tmp_path), 16, 16, channels, mean, std, augment=augment, seed=3)
+    data.setup()
+    assert "RandomResizedCrop" in repr(data.train_set.transform)
+    torch.manual_seed(1)
+    random.seed(1)
+    first, label = data.train_set[(2, 0)]
+    state, py_state = torch.get_rng_state(), random.getstate()
+    torch.manual_seed(99)
+    again, _ = data.train_set[(2, 0)]
+    torch.set_rng_state(state)
+    assert first.shape == (channels, 16, 16) and torch.equal(first, again)
+    assert not torch.equal(first, data.train_set[(2, 1)][0])
+    assert torch.equal(torch.get_rng_state(), state) and random.getstate() == py_state
+    with pytest.raises(DataError, match="augment must be one of"):
+        image_folder(str(tmp_path), 16, 16, channels, mean, std, augment="heavy")

@@ -82,29 +82,52 @@ def sklearn_digits(batch_size: int = 64, num_workers: int = 0, seed: int = 0, sp
     return DigitsData(batch_size, num_workers, seed, split_seed, val_fraction, test_fraction, max_shift)
 
 
+def open_image(path: str | Path, spec: dict[str, Any]):
+    """Open an image file as a PIL image in the spec's mode (``L`` or ``RGB``), fully loaded."""
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    try:
+        with Image.open(path) as image:
+            return image.convert("L" if spec["channels"] == 1 else "RGB")
+    except FileNotFoundError:
+        raise DataError(f"image file {path} does not exist") from None
+    except (UnidentifiedImageError, OSError, ValueError) as err:
+        raise DataError(f"cannot read image {path}: not a valid image file ({err})") from None
+
+
 def read_image(path: str | Path, spec: dict[str, Any]) -> torch.Tensor:
     """Read an image file as the ``(C, H, W)`` tensor a model with ``spec`` takes.
 
     Conversions (documented, not errors): RGB to grey (ITU-R 601 luma) or grey to RGB as the spec
     asks; a different size is resized bilinearly; then ``(x / 255 - mean) / std``.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
-    path = Path(path)
-    try:
-        with Image.open(path) as image:
-            image = image.convert("L" if spec["channels"] == 1 else "RGB")
-            if image.size != (spec["width"], spec["height"]):
-                image = image.resize((spec["width"], spec["height"]), Image.BILINEAR)
-            array = np.asarray(image, dtype=np.float32) / 255.0
-    except FileNotFoundError:
-        raise DataError(f"image file {path} does not exist") from None
-    except (UnidentifiedImageError, OSError, ValueError) as err:
-        raise DataError(f"cannot read image {path}: not a valid image file ({err})") from None
+    image = open_image(path, spec)
+    if image.size != (spec["width"], spec["height"]):
+        image = image.resize((spec["width"], spec["height"]), Image.BILINEAR)
+    array = np.asarray(image, dtype=np.float32) / 255.0
     tensor = torch.from_numpy(array).reshape(array.shape[0], array.shape[1], -1).permute(2, 0, 1)  # (C, H, W)
     mean = torch.tensor(spec["mean"]).view(-1, 1, 1)
     std = torch.tensor(spec["std"]).view(-1, 1, 1)
     return (tensor - mean) / std
+
+
+AUGMENTATIONS = ("none", "light", "randaugment")
+
+
+def train_transform(spec: dict[str, Any], augment: str):
+    """timm's training pipeline for a PIL image -> normalised ``(C, H, W)``: random resized crops (scale
+    0.6-1, mild for small images) and horizontal flips (``light``), plus RandAugment (``randaugment``)."""
+    from timm.data import create_transform
+
+    if augment not in AUGMENTATIONS:
+        raise DataError(f"data.args.augment must be one of {AUGMENTATIONS}, got {augment!r}")
+    return create_transform(input_size=(spec["channels"], spec["height"], spec["width"]), is_training=True,
+                            scale=(0.6, 1.0), hflip=0.5, color_jitter=0.0, interpolation="bilinear",
+                            auto_augment="rand-m9-mstd0.5-inc1" if augment == "randaugment" else None,
+                            mean=tuple(spec["mean"]), std=tuple(spec["std"]))
 
 
 @register_predict_adapter("image")
@@ -131,6 +154,36 @@ class ImageFiles(Dataset):
         return read_image(self.files[i], self.spec), self.labels[i]
 
 
+class AugmentedImageFiles(EpochSeededDataset):
+    """Training images through :func:`train_transform`, seeded per (seed, epoch, index): timm's transforms
+    draw from the global torch, Python and numpy RNGs, which are saved, seeded from the item's generator
+    and restored."""
+
+    def __init__(self, files: list[Path], labels: list[int], spec: dict[str, Any], augment: str, seed: int):
+        self.files, self.labels, self.spec, self.seed = files, labels, spec, seed
+        self.transform = None if augment == "none" else train_transform(spec, augment)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def augmented_item(self, index: int, generator: torch.Generator):
+        if self.transform is None:
+            return read_image(self.files[index], self.spec), self.labels[index]
+        import random
+
+        item_seed = int(torch.randint(0, 2**32, (1,), generator=generator))
+        states = random.getstate(), np.random.get_state()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(item_seed)
+            random.seed(item_seed)
+            np.random.seed(item_seed)  # RandAugment picks its operations with numpy
+            try:
+                return self.transform(open_image(self.files[index], self.spec)), self.labels[index]
+            finally:
+                random.setstate(states[0])
+                np.random.set_state(states[1])
+
+
 def _scan_class_folders(root: Path) -> dict[str, list[Path]]:
     if not root.is_dir():
         raise DataError(f"image folder {root} does not exist or is not a folder")
@@ -150,9 +203,11 @@ class ImageFolderData(HubDataModule):
 
     def __init__(self, root: str, height: int, width: int, channels: int, mean: list[float], std: list[float],
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                 val_fraction: float = 0.15, test_fraction: float = 0.15):
+                 val_fraction: float = 0.15, test_fraction: float = 0.15, augment: str = "light"):
         super().__init__(batch_size, num_workers, seed)
         self.root = Path(root)
+        self.augment = augment
+        train_transform(image_spec(height, width, channels, mean, std), augment)  # a bad name fails now
         self.input_spec = image_spec(height, width, channels, mean, std)
         self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
 
@@ -180,8 +235,9 @@ class ImageFolderData(HubDataModule):
         if len(classes) < 2:
             raise DataError(f"{self.root} has a single class {classes}; classification needs at least 2 class folders")
         read_image(sets["train"][0][0], self.input_spec)  # fail now, not mid-epoch, on an unreadable first file
-        make = lambda s: ImageFiles([f for f, _ in sets[s]], [label for _, label in sets[s]], self.input_spec)  # noqa: E731
-        self.train_set, self.val_set, self.test_set = make("train"), make("val"), make("test")
+        files = {s: ([f for f, _ in sets[s]], [label for _, label in sets[s]]) for s in sets}
+        self.train_set = AugmentedImageFiles(*files["train"], self.input_spec, self.augment, self.seed)
+        self.val_set, self.test_set = ImageFiles(*files["val"], self.input_spec), ImageFiles(*files["test"], self.input_spec)
         self.num_classes = len(classes)
         self.label_names = classes
         self.info = {"source": str(self.root), "license": "the user's data"}
@@ -190,10 +246,12 @@ class ImageFolderData(HubDataModule):
 @register_dataset(task="classification")
 def image_folder(root: str, height: int, width: int, channels: int = 3, mean: list[float] = (0.5,) * 3,
                  std: list[float] = (0.5,) * 3, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
-                 split_seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.15) -> ImageFolderData:
-    """A folder of images, one sub-folder per class (optionally under train/ val/ test/)."""
+                 split_seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.15,
+                 augment: str = "light") -> ImageFolderData:
+    """A folder of images, one sub-folder per class (optionally under train/ val/ test/); training images
+    go through timm's augmentation (``augment``: none, light = crops + flips, randaugment)."""
     return ImageFolderData(root, height, width, channels, list(mean), list(std), batch_size, num_workers, seed,
-                           split_seed, val_fraction, test_fraction)
+                           split_seed, val_fraction, test_fraction, augment)
 
 
 @register_finetune_adapter("image")
