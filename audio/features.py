@@ -2,7 +2,9 @@
 
 AST (Gong, Chung & Glass, Interspeech 2021) feeds a 128-bin Kaldi fbank (25 ms Hanning window,
 10 ms shift) of 16 kHz audio, cut or zero-padded to a fixed frame count and normalised with a mean
-and std measured on the training set. Documented conversions (not errors): several channels are
+and std measured on the training set. Unlike AST, each clip is first scaled to unit RMS, so the
+features do not depend on the recording level (FSDD's speakers were recorded at peak levels 10x
+apart; without it a held-out quiet speaker loses ~20 points of accuracy). Documented conversions (not errors): several channels are
 averaged to mono; every file is resampled to 16 kHz from its own rate, so a folder may mix rates.
 Errors (:class:`DataError`, naming the file): a missing or unreadable file, an empty file, a clip
 shorter than one 25 ms window, non-finite samples, and a silent clip (peak below ``SILENCE_PEAK``,
@@ -71,7 +73,8 @@ def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: in
 
     Shapes: wave: (samples,) -> (num_mel_bins, frames)
     """
-    wave = (wave - wave.mean()).unsqueeze(0)  # (1, samples)
+    wave = wave - wave.mean()
+    wave = (wave / wave.pow(2).mean().sqrt().clamp_min(1e-8)).unsqueeze(0)  # unit RMS: level-invariant; (1, samples)
     fbank = torchaudio.compliance.kaldi.fbank(
         wave, htk_compat=True, sample_frequency=sample_rate, use_energy=False, window_type="hanning",
         num_mel_bins=num_mel_bins, dither=0.0, frame_length=WINDOW_MS, frame_shift=SHIFT_MS)  # (T, F)

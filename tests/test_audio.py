@@ -248,7 +248,8 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
 
     folder = _tone_folder(tmp_path / "tones")
     assert main(["finetune", "ast_tiny.fsdd", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
-                 "--no-progress", "trainer.max_epochs=2", "data.args.batch_size=4"]) == 0
+                 "--no-progress", "trainer.max_epochs=2", "data.args.batch_size=4", "data.args.val_fraction=0.25",
+                 "data.args.test_fraction=0.25"]) == 0
     run = capsys.readouterr().out.strip().splitlines()[-1].split(": ", 1)[1]
     files = [str(p) for p in sorted(folder.rglob("*.*"))[:3]]
     assert main(["predict", run, *files, "--top-k", "2", "--out", str(tmp_path / "preds.csv"), "--no-progress"]) == 0

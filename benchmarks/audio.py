@@ -1,0 +1,83 @@
+"""Audio benchmark: training and inference clips/s and peak memory of the audio families for 1, 5 and 10 s clips.
+
+A clip of S seconds is a (128, 100 * S) log-mel input (10 ms frames); the models are built for that
+frame count. Training is forward, cross-entropy, backward and an AdamW step on a batch; inference a
+forward under ``inference_mode``. Times are medians of ``--repeats`` passes after a warm-up, peak
+memory as in ``benchmarks/attention_core.py`` (CPU: growth of the peak resident set; CUDA:
+``max_memory_allocated``). Feature extraction (``audio.features.log_mel``) is timed on its own.
+
+    python benchmarks/audio.py [--batch 8] [--repeats 3]     # writes benchmarks/audio.md
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from attention_core import measure  # noqa: E402
+
+import hub  # noqa: E402
+from audio.features import log_mel  # noqa: E402
+
+OUT = Path(__file__).with_suffix(".md")
+FAMILIES = ("ast_tiny", "ssast_tiny", "timbre_attention")
+SECONDS = (1, 5, 10)
+
+
+def training_pass(model, optimizer, x, y):
+    def run():
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return run
+
+
+def inference_pass(model, x):
+    def run():
+        with torch.inference_mode():
+            model(x)
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    lines = [f"# Audio benchmark ({device}, {torch.get_num_threads()} threads, batch {args.batch}, torch {torch.__version__})",
+             "", "| model | clip | params | train clips/s | train peak MiB | infer clips/s | infer peak MiB |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name in FAMILIES:
+        for seconds in SECONDS:
+            torch.manual_seed(0)
+            model = hub.create_model(name, target_frames=100 * seconds).to(device)
+            x = torch.randn(args.batch, 128, 100 * seconds, device=device)
+            y = torch.randint(0, 10, (args.batch,), device=device)
+            optimizer = torch.optim.AdamW(model.parameters())
+            model.train()
+            train_s, train_mib = measure(training_pass(model, optimizer, x, y), device, args.repeats)
+            model.eval()
+            infer_s, infer_mib = measure(inference_pass(model, x), device, args.repeats)
+            params = sum(p.numel() for p in model.parameters())
+            lines.append(f"| {name} | {seconds} s | {params / 1e3:.0f}k | {args.batch / train_s:.1f} | {train_mib:.0f} | "
+                         f"{args.batch / infer_s:.1f} | {infer_mib:.0f} |")
+            print(lines[-1], flush=True)
+    wave = torch.randn(16000 * 10)
+    start = time.perf_counter()
+    for _ in range(args.repeats):
+        log_mel(wave)
+    lines += ["", f"Kaldi fbank of a 10 s clip: {(time.perf_counter() - start) / args.repeats * 1000:.1f} ms "
+              "(computed once per clip and cached by the data modules)."]
+    OUT.write_text("\n".join(lines) + "\n")
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
