@@ -54,7 +54,7 @@ class Task:
 
 @register_task("classification")
 class ClassificationTask(Task):
-    """Cross-entropy over ``(x, y)`` batches; accuracy and macro F1 (accuracy and AUROC for 2 classes).
+    """Cross-entropy over ``(x, y)`` batches; accuracy and macro F1 (accuracy, AUROC and AUPRC for 2 classes).
     Logits (B, k, C) of k ensemble members are trained each on its own (mean of their losses) and predict
     by their mean probability."""
 
@@ -68,7 +68,8 @@ class ClassificationTask(Task):
     def metrics(self) -> torchmetrics.MetricCollection:
         if self.num_classes == 2:  # preds are the positive class's probability
             return torchmetrics.MetricCollection({"acc": torchmetrics.Accuracy(task="binary"),
-                                                  "auroc": torchmetrics.AUROC(task="binary")})
+                                                  "auroc": torchmetrics.AUROC(task="binary"),
+                                                  "auprc": torchmetrics.AveragePrecision(task="binary")})
         return torchmetrics.MetricCollection({
             "acc": torchmetrics.Accuracy(task="multiclass", num_classes=self.num_classes),
             "f1": torchmetrics.F1Score(task="multiclass", num_classes=self.num_classes, average="macro"),

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import hub
 import hub.adapters
@@ -196,3 +197,90 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
     (tmp_path / "bad.csv").write_text("id,MKI67\np1,0.5\n")
     with pytest.raises(DataError, match=r"missing columns \['EGFR'"):
         list(hub.adapters.predict_logits(card, model, [str(tmp_path / "bad.csv")], 8))
+
+
+# ---- ICU stays: TFCAM, the masked GRU, PhysioNet 2012 --------------------------------------------------
+
+def _stays(b=8, t=12, f=5, s=3):
+    generator = torch.Generator().manual_seed(0)
+    return (torch.randn(b, t, f, generator=generator), torch.rand(b, t, f, generator=generator) < 0.3,
+            torch.randn(b, s, generator=generator))
+
+
+@pytest.mark.parametrize("family,args", [("tfcam", dict(hours=12, dim=16, num_heads=2, dropout=0.0)),
+                                         ("icu_gru", dict(hidden=16, dropout=0.0))])
+def test_icu_models_shapes_gradients_overfit_and_bad_input(family, args):
+    from hub.testing import assert_overfits, params_without_grad
+
+    torch.manual_seed(0)
+    model = hub.create_model(family, num_variables=5, num_static=3, **args)
+    values, mask, static = _stays()
+    logits = model(values, mask, static)
+    assert logits.shape == (8, 2) and torch.isfinite(logits).all()
+    assert model.forward_features(values, mask, static).shape == (8, model.num_features)
+    logits.sum().backward()
+    assert params_without_grad(model) == []
+    y = torch.arange(8) % 2
+    assert_overfits(model, lambda: F.cross_entropy(model(values, mask, static), y), steps=150, lr=5e-3)
+    model.reset_classifier(3)
+    assert model(values, mask, static).shape == (8, 3)
+    with pytest.raises(DataError, match=r"expected values and mask of shape \(batch, hours, 5\)"):
+        model(values[..., :4], mask[..., :4], static)
+    bad = values.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(DataError, match="NaN or inf"):
+        model(bad, mask, static)
+
+
+def test_tfcam_explanations_are_distributions_and_follow_the_attention():
+    model = hub.create_model("tfcam", num_variables=5, num_static=3, hours=12).eval()
+    values, mask, static = _stays()
+    explained = model.explain(values, mask, static)
+    torch.testing.assert_close(explained["critical_hours"].sum(1), torch.ones(8))
+    torch.testing.assert_close(explained["feature_ranking"].sum(1), torch.ones(8))
+    # each hour's between-variable attention rows sum to 1, weighted by hours that sum to 1
+    torch.testing.assert_close(explained["feature_influence"].sum(1), torch.ones(5))
+    assert explained["feature_influence"].shape == (5, 5)
+
+
+def test_physionet_record_parsing_forward_fill_and_summaries():
+    from medical.icu_data import HOURS, VARIABLES, _parse_record, prepare, summary_features
+
+    text = ("Time,Parameter,Value\n00:00,RecordID,1\n00:00,Age,70\n00:00,Gender,1\n00:00,Height,-1\n"
+            "00:00,ICUType,2\n00:00,Weight,80\n00:00,HR,90\n00:30,HR,100\n02:10,HR,80\n03:00,Weight,81\n"
+            "48:00,GCS,15\n01:00,pH,-1\n")
+    sums, counts, descriptors = _parse_record(text)
+    hr, weight, gcs = VARIABLES.index("HR"), VARIABLES.index("Weight"), VARIABLES.index("GCS")
+    assert descriptors == {"Age": 70.0, "Gender": 1.0, "Height": -1.0, "ICUType": 2.0, "Weight": 80.0}
+    assert sums[0, hr] == 190 and counts[0, hr] == 2 and counts[2, hr] == 1  # hour 0 averages 2 readings
+    assert counts[3, weight] == 1 and counts[0, weight] == 0  # the 00:00 Weight is the descriptor
+    assert counts[HOURS - 1, gcs] == 1 and counts.sum() == 5  # 48:00 in the last hour; pH -1 dropped
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)[None].repeat(3, 0).astype(np.float32)
+    means[1:, 0, hr] = [60, 120]
+    static_raw = np.array([[70, 1, np.nan, 80, 2], [50, 0, 170, 70, 4], [60, 1, 160, 90, 1]], dtype=np.float32)
+    arrays, stats = prepare(means, static_raw, np.arange(3))
+    z = arrays["values"][0, :, hr]
+    assert z[1] == z[0] and z[3] == z[2] and z[0] != z[2]  # carried forward between observations
+    assert arrays["mask"][0, 0, hr] and not arrays["mask"][0, 1, hr]
+    assert arrays["static"].shape == (3, 9) and np.isfinite(arrays["static"]).all()
+    table = summary_features(means, static_raw)
+    assert table.shape == (3, 5 * len(VARIABLES) + 5)
+    assert table[0, hr] == 80 and table[0, 4 * len(VARIABLES) + hr] == 2  # last value, hours observed
+
+
+def test_physionet2012_folds_are_disjoint_stratified_and_cached(tmp_path, monkeypatch):
+    from medical.icu_data import physionet2012
+
+    monkeypatch.setenv("HUB_CACHE", str(tmp_path))
+    first = physionet2012(fold=1)
+    first.setup()
+    parts = first.split_index
+    assert sum(len(p) for p in parts.values()) == 4000
+    assert not set(parts["test"]) & set(parts["train"]) and not set(parts["val"]) & set(parts["train"])
+    assert abs(float(first.test_set.y.float().mean()) - 0.1385) < 0.01
+    assert list(tmp_path.glob("data/physionet2012-*.npz"))
+    again = physionet2012(fold=1)
+    again.setup()
+    assert torch.equal(again.train_set.values, first.train_set.values)
+    with pytest.raises(DataError, match="fold must be 0-4"):
+        physionet2012(fold=5)
