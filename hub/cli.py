@@ -9,6 +9,7 @@ import csv
 import json
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 from hub.errors import HubError
@@ -328,9 +329,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    if not args.verbose:  # Lightning's tips and trainer chatter; progress bars stay
-        for name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+    if not args.verbose:  # Lightning's tips and trainer chatter (it resets its loggers to INFO when imported,
+        # later, so the filter sits on the handler); progress bars stay
+        for handler in logging.getLogger().handlers:
+            handler.setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", message=".*treespec.*")  # Lightning 2.6 about torch's own pytree API
     try:
         return args.fn(args)
     except HubError as err:

@@ -232,7 +232,7 @@ def test_icu_models_shapes_gradients_overfit_and_bad_input(family, args):
         model(bad, mask, static)
 
 
-def test_tfcam_explanations_are_distributions_and_follow_the_attention():
+def test_tfcam_explanations_are_distributions_and_are_drawn(tmp_path):
     model = hub.create_model("tfcam", num_variables=5, num_static=3, hours=12).eval()
     values, mask, static = _stays()
     explained = model.explain(values, mask, static)
@@ -241,6 +241,10 @@ def test_tfcam_explanations_are_distributions_and_follow_the_attention():
     # each hour's between-variable attention rows sum to 1, weighted by hours that sum to 1
     torch.testing.assert_close(explained["feature_influence"].sum(1), torch.ones(5))
     assert explained["feature_influence"].shape == (5, 5)
+    from medical.tfcam_explain import plot_tfcam_explanations
+
+    path = plot_tfcam_explanations(explained, list("abcde"), tmp_path / "tfcam.png", top=3)
+    assert path.stat().st_size > 10_000
 
 
 def test_physionet_record_parsing_forward_fill_and_summaries():
