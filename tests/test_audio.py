@@ -186,7 +186,7 @@ def test_audio_folder_data_and_its_errors(tmp_path):
     for folder, message in cases.items():
         with pytest.raises(DataError, match=message):
             build(str(tmp_path / folder), target_frames=40, val_fraction=0.25, test_fraction=0.25).setup()
-    with pytest.raises(DataError, match="too few files per class"):
+    with pytest.raises(DataError, match="12 samples of 2 classes are too few"):
         build(str(tmp_path / "ok"), target_frames=40, val_fraction=0.05, test_fraction=0.05).setup()
 
 
