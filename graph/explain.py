@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from hub.adapters import register_explain_adapter
 from hub.errors import DataError
 from hub.plotting import save_figure
 
@@ -96,3 +97,30 @@ def plot_node_attention(model, x: torch.Tensor, edge_index: torch.Tensor, node: 
     fig.tight_layout()
     save_figure(fig, path)
     return Path(path)
+
+
+@register_explain_adapter("graph")
+def explain_nodes(card, model, inputs: list[str], out_dir: Path, data: str | None = None):
+    """``attnhub explain NAME NODE... [--data GRAPH_FOLDER]``: one figure per node. Nodes are the ids of
+    the folder's nodes.csv, or for the card's own dataset (Planetoid) node indices; default: 3 test nodes."""
+    from graph.datasets import node_features, read_graph_folder
+    from hub.training import card_data
+
+    if data is not None:
+        graph, names, _, _ = read_graph_folder(data)
+        x = node_features(graph.x, card.input_spec.get("normalize", False))
+        candidates = torch.nonzero(graph.y < 0).view(-1).tolist() or list(range(graph.num_nodes))
+    else:
+        graph = card_data(card).graph
+        x, names = graph.x, [str(i) for i in range(graph.num_nodes)]
+        candidates = torch.nonzero(graph.test_mask).view(-1).tolist()
+    if x.shape[1] != card.input_spec.get("num_features", x.shape[1]):
+        raise DataError(f"the graph has {x.shape[1]} node features but {card.name} takes "
+                        f"{card.input_spec['num_features']}")
+    index = {name: i for i, name in enumerate(names)}
+    unknown = [node for node in inputs if node not in index]
+    if unknown:
+        raise DataError(f"unknown node(s) {unknown[:5]}: expected ids of {data + '/nodes.csv' if data else 'node indices'}")
+    for node in [index[n] for n in inputs] or candidates[:3]:
+        yield plot_node_attention(model, x, graph.edge_index, node, Path(out_dir) / f"node_{names[node]}.png",
+                                  names=names, classes=card.label_names or None)

@@ -6,6 +6,8 @@
   yields ``(names, logits)``; a file that does not fit raises a clear error naming it;
 - a *default recipe*, keyed by the family's domain, lets ``attnhub finetune FAMILY --data PATH`` train a family
   that has no pretrained tag (e.g. ``tabr`` on a CSV never seen before);
+- an *explain* adapter draws what the model attends to for some inputs (image or audio files, node ids,
+  unit numbers; default: a sample of the card's test data) and yields the figures' paths;
 - a *baseline*, keyed by input kind, scores a classical model on the split of a finished run, for the report
   that ``finetune`` prints (e.g. HistGradientBoosting next to a tabular model).
 """
@@ -20,6 +22,7 @@ _FINETUNE: dict[str, Callable[..., dict[str, Any]]] = {}
 _PREDICT: dict[str, Callable[..., Iterator]] = {}
 _DEFAULT_RECIPE: dict[str, Callable[..., dict[str, Any]]] = {}
 _BASELINE: dict[str, Callable[..., tuple[str, dict[str, float]]]] = {}
+_EXPLAIN: dict[str, Callable[..., Iterator]] = {}
 
 
 def _register(table: dict[str, Callable], what: str, key: str):
@@ -38,6 +41,11 @@ def register_finetune_adapter(kind: str):
 
 def register_predict_adapter(kind: str):
     return _register(_PREDICT, "predict adapter for input kind", kind)
+
+
+def register_explain_adapter(kind: str):
+    """``fn(card, model, inputs, out_dir, data=None) -> iterator of figure paths``."""
+    return _register(_EXPLAIN, "explain adapter for input kind", kind)
 
 
 def register_default_recipe(domain: str):
@@ -101,3 +109,12 @@ def predict_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterat
         raise DataError(f"prediction from files is not available for inputs of kind {kind!r} "
                         f"(available: {sorted(_PREDICT)})")
     return _PREDICT[kind](card, model, paths, batch_size)
+
+
+def explain_inputs(card, model, inputs: list[str], out_dir, data: str | None = None) -> Iterator:
+    """Figures of what the model attends to for ``inputs`` (see the kind's adapter), written to ``out_dir``."""
+    kind = _kind(card)
+    if kind not in _EXPLAIN:
+        raise DataError(f"explanations are not available for inputs of kind {kind!r} (available: {sorted(_EXPLAIN)})")
+    return _with_options(_EXPLAIN[kind], f"explaining inputs of kind {kind!r}", (card, model, inputs, out_dir),
+                         {"data": data})

@@ -217,22 +217,13 @@ def cmd_predict(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from vision.datasets import read_image
-    from vision.explain import explain_image, save_overlay
-
+    from hub.adapters import explain_inputs
     from hub.models import load
 
-    model = load(args.name)
-    card = model.pretrained_cfg
+    model = load(args.name).eval()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for file in args.files:
-        image = read_image(file, card.input_spec)
-        heatmap = explain_image(model, image.unsqueeze(0))[0]
-        probs = model(image.unsqueeze(0)).softmax(-1)[0]
-        label = card.label_names[int(probs.argmax())] if card.label_names else str(int(probs.argmax()))
-        path = out_dir / f"{Path(file).stem}_explain.png"
-        save_overlay(image, heatmap, path, f"{Path(file).name}: {label} ({float(probs.max()):.2f})")
+    for path in explain_inputs(model.pretrained_cfg, model, args.inputs, out_dir, data=args.data):
         print(path)
     return 0
 
@@ -302,10 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_predict)
 
-    p = sub.add_parser("explain", help="draw attention maps (ViT rollout, CBAM spatial maps) over input images")
-    p.add_argument("name", help="pretrained tag or run folder of an image model")
-    p.add_argument("files", nargs="+", help="image files")
-    p.add_argument("--out", default="explanations", help="folder for the overlay PNGs (default ./explanations)")
+    p = sub.add_parser("explain", help="draw what a model attends to: ViT rollout / CBAM maps over images, attention "
+                       "over spectrograms, a node's neighbourhood, RUL forecasts, TESTAM routing, TFCAM's hours and "
+                       "variables")
+    p.add_argument("name", help="pretrained tag or run folder")
+    p.add_argument("inputs", nargs="*", help="what to explain: image or audio files; node ids (graph models); test "
+                   "unit numbers (RUL models); a split (TESTAM); a number of test stays (TFCAM). Default for the "
+                   "last four: a sample of the card's test data")
+    p.add_argument("--data", help="graph models: a graph folder (nodes.csv, edges.csv) the node ids refer to "
+                   "(default: the card's dataset)")
+    p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
 
     p = sub.add_parser("publish", help="turn run folders into packaged safetensors weights and a model card")

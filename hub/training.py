@@ -473,17 +473,24 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     return run_dir
 
 
-def evaluate(name: str, data_overrides: list[str] | None = None, progress: bool = True) -> dict[str, float]:
-    """Test a pretrained tag or a run folder on the data named by its card (split included)."""
-    from hub.models import load_from_card, model_card
+def card_data(card: PretrainedCfg, data_overrides: list[str] | None = None):
+    """The set-up data module named by a model card (its dataset, arguments and split)."""
     from hub.recipe import apply_overrides
 
-    card = model_card(name)
     data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
                            data_overrides or [])["data"]
     entry = get_dataset_entry(data["name"])
     datamodule = entry.builder(**check_builder_args(entry.builder, data["args"], "data.args"))
     datamodule.setup("test")
+    return datamodule
+
+
+def evaluate(name: str, data_overrides: list[str] | None = None, progress: bool = True) -> dict[str, float]:
+    """Test a pretrained tag or a run folder on the data named by its card (split included)."""
+    from hub.models import load_from_card, model_card
+
+    card = model_card(name)
+    datamodule = card_data(card, data_overrides)
     model = load_from_card(card)
     task = create_task(datamodule.task, **datamodule.task_args())
     module = HubModule(model, task, OptimizerSection(), SchedulerSection())

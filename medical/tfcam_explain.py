@@ -1,6 +1,8 @@
 """TFCAM's explanations drawn: critical hours, the variable ranking, and variable-to-variable influence.
 
 >>> plot_tfcam_explanations(model.explain(values, mask, static), VARIABLES, "explain.png")
+
+    attnhub explain tfcam.physionet2012 --out figures     # the card's test stays
 """
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hub.adapters import register_explain_adapter
+from hub.errors import DataError
 from hub.plotting import save_figure
 
 
@@ -41,3 +45,19 @@ def plot_tfcam_explanations(explained: dict[str, torch.Tensor], variables: list[
     fig.tight_layout()
     save_figure(fig, path)
     return Path(path)
+
+
+@register_explain_adapter("icu_stays")
+def explain_stays(card, model, inputs: list[str], out_dir: Path):
+    """``attnhub explain NAME [COUNT]``: the explanations over the first COUNT (default 256) test stays."""
+    from hub.training import card_data
+
+    if not hasattr(model, "explain"):
+        raise DataError(f"{card.family} has no attention to explain; TFCAM models do")
+    try:
+        count = int(inputs[0]) if inputs else 256
+    except ValueError:
+        raise DataError(f"expected a number of test stays to explain, got {inputs}") from None
+    rows = card_data(card).test_set
+    explained = model.explain(rows.values[:count], rows.mask[:count], rows.static[:count])
+    yield plot_tfcam_explanations(explained, card.input_spec["variables"], Path(out_dir) / "tfcam_explanations.png")

@@ -2,6 +2,8 @@
 score, the shipped weights against their card, the forecast plot, sensor-CSV adapters and recipe smoke runs."""
 import math
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,9 +12,8 @@ import hub
 from hub.cli import main
 from hub.errors import DataError
 from hub.registry import get_dataset_entry
-from hub.training import evaluate, train
+from hub.training import card_data, evaluate, train
 from timeseries.rul_data import read_cmapss_units, rul_targets
-from timeseries.rul_forecast import data_of_card, plot_rul_forecast
 from timeseries.rul_task import NASAScore
 from timeseries.sensor_csv import read_unit_csv
 
@@ -118,11 +119,14 @@ def test_shipped_weights_reproduce_their_card():
     assert card.metrics["test/rmse"]["n"] == len(card.recipe["seeds"]) >= 4
 
 
-def test_forecast_plot_of_trained_model(tmp_path):
-    model = hub.load("rul_attention.fd001")
-    data = data_of_card(model.pretrained_cfg)
-    path = plot_rul_forecast(model, data, tmp_path / "forecast.png", units=[1, 2, 3])
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+def test_forecast_plot_of_trained_model_through_explain(tmp_path, capsys):
+    from hub.cli import main
+
+    assert main(["explain", "rul_attention.fd001", "1", "2", "3", "--out", str(tmp_path)]) == 0
+    path = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert path == tmp_path / "rul_forecast.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["explain", "rul_attention.fd001", "seven", "--out", str(tmp_path)]) == 2
+    assert "expected test unit numbers" in capsys.readouterr().err
 
 
 def _write_units(folder, units, sensors, drop=None):
@@ -146,7 +150,7 @@ def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and len(lines[0].split()) == 11  # file + 10 forecast values
     model = hub.load("rul_attention.fd001")
-    data = data_of_card(model.pretrained_cfg)
+    data = card_data(model.pretrained_cfg)
     expected = model(data.test_set.tensors[0][:1])[0, 0].item()
     assert float(lines[0].split()[1]) == pytest.approx(expected, abs=1e-2)
 
@@ -390,3 +394,5 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[0].rsplit(":", 1)[1] for line in lines] == ["s0", "s1", "s2", "s3"]
     assert all(len(line.split()) == 1 + 12 for line in lines), lines
+    assert main(["explain", finetuned, "val", "--out", str(tmp_path / "fig")]) == 0  # TESTAM's routing
+    assert (tmp_path / "fig" / "routing_val.png").stat().st_size > 1000

@@ -5,17 +5,18 @@ from the last observed window forecasts the RUL over the next ``horizon`` cycles
 a forward window for maintenance planning). True values are the piecewise-linear RUL capped at the
 data's ``rul_cap``, counted back from the official RUL after the last cycle.
 
-    python -m timeseries.rul_forecast rul_attention.fd001 --out forecast.png
-    python -m timeseries.rul_forecast /tmp/ts_runs/rul_attention_fd001/RUN   # -> RUN/rul_forecast.png
+    attnhub explain rul_attention.fd001 --out figures         # -> figures/rul_forecast.png
+    attnhub explain RUN 3 17 42                               # units 3, 17 and 42
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hub.adapters import register_explain_adapter
+from hub.errors import DataError
 from hub.plotting import save_figure
 from timeseries.rul_data import RULWindowData, rul_targets, sliding_windows
 
@@ -70,31 +71,14 @@ def plot_rul_forecast(model: torch.nn.Module, data: RULWindowData, path: str | P
     return path
 
 
-def data_of_card(card) -> RULWindowData:
-    """The (set-up) data module named by a model card, as ``hub.training.evaluate`` builds it."""
-    from hub.recipe import check_builder_args
-    from hub.registry import get_dataset_entry
+@register_explain_adapter("sensor_series")
+def explain_units(card, model, inputs: list[str], out_dir: Path):
+    """``attnhub explain NAME [UNIT...]``: predicted vs true RUL and the forecast of the card's test units
+    (unit numbers; default: the first 6)."""
+    from hub.training import card_data
 
-    entry = get_dataset_entry(card.data["name"])
-    data = entry.builder(**check_builder_args(entry.builder, card.data.get("args", {}), "data.args"))
-    data.setup("test")
-    return data
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="plot predicted vs true RUL of test units")
-    parser.add_argument("name", help="pretrained tag or run folder of an RUL model")
-    parser.add_argument("--out", help="PNG path (default: RUN/rul_forecast.png, or NAME-rul_forecast.png)")
-    parser.add_argument("--units", type=int, nargs="*", help="test unit numbers (default: the first 6)")
-    args = parser.parse_args(argv)
-    import hub
-
-    model = hub.load(args.name)
-    is_run = Path(args.name, "card.json").is_file()
-    out = args.out or (Path(args.name) / "rul_forecast.png" if is_run else f"{args.name}-rul_forecast.png")
-    print(plot_rul_forecast(model, data_of_card(model.pretrained_cfg), out, args.units))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        units = [int(u) for u in inputs] or None
+    except ValueError:
+        raise DataError(f"expected test unit numbers to explain, got {inputs}") from None
+    yield plot_rul_forecast(model, card_data(card), Path(out_dir) / "rul_forecast.png", units)

@@ -1,16 +1,17 @@
 """Explaining TESTAM: which expert the router picks for each sensor over time, and the plot of it.
 
-    python -m timeseries.testam_routing RUN_FOLDER          # -> RUN_FOLDER/routing.png
-    python -m timeseries.testam_routing RUN --out routing.png --split val
+    attnhub explain RUN_FOLDER --out figures     # -> figures/routing_test.png
+    attnhub explain RUN_FOLDER val               # the validation split
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hub.adapters import register_explain_adapter
+from hub.errors import DataError
 from hub.plotting import save_figure
 from timeseries.testam import EXPERTS
 
@@ -52,21 +53,14 @@ def plot_routing(model: torch.nn.Module, data, path: str | Path, split: str = "t
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="plot TESTAM's routing over time")
-    parser.add_argument("name", help="pretrained tag or run folder of a testam model")
-    parser.add_argument("--out", help="PNG path (default: RUN/routing.png, or NAME-routing.png)")
-    parser.add_argument("--split", default="test", choices=("train", "val", "test"))
-    args = parser.parse_args(argv)
-    import hub
-    from timeseries.rul_forecast import data_of_card
+@register_explain_adapter("traffic_series")
+def explain_routing(card, model, inputs: list[str], out_dir: Path):
+    """``attnhub explain NAME [train|val|test]``: TESTAM's routing over the card's split (default test)."""
+    from hub.training import card_data
 
-    model = hub.load(args.name)
-    is_run = Path(args.name, "card.json").is_file()
-    out = args.out or (Path(args.name) / "routing.png" if is_run else f"{args.name}-routing.png")
-    print(plot_routing(model, data_of_card(model.pretrained_cfg), out, args.split))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    if not hasattr(model, "forward_experts"):
+        raise DataError(f"{card.family} has no experts to route between; explanations are TESTAM's routing")
+    split = inputs[0] if inputs else "test"
+    if split not in ("train", "val", "test") or len(inputs) > 1:
+        raise DataError(f"expected one split name (train, val or test) to explain, got {inputs}")
+    yield plot_routing(model, card_data(card), Path(out_dir) / f"routing_{split}.png", split)

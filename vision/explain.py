@@ -14,8 +14,9 @@ import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 
 from hub.attention.cbam import CBAM
+from hub.adapters import register_explain_adapter
+from hub.errors import DataError, HubError
 from hub.plotting import save_figure
-from hub.errors import HubError
 
 
 def vit_attention(model: VisionTransformer, x: torch.Tensor) -> list[torch.Tensor]:
@@ -97,3 +98,21 @@ def save_overlay(image: torch.Tensor, heatmap: torch.Tensor, path: str | Path, t
         ax.axis("off")
     fig.suptitle(title, fontsize=8)
     save_figure(fig, path, dpi=100, bbox_inches="tight")
+
+
+@register_explain_adapter("image")
+def explain_image_files(card, model, inputs: list[str], out_dir: Path):
+    """``attnhub explain NAME IMAGE...``: one overlay per image, titled with the predicted class."""
+    from vision.datasets import read_image
+
+    if not inputs:
+        raise DataError(f"give the image files to explain, e.g. attnhub explain {card.name} photo.png")
+    for file in inputs:
+        image = read_image(file, card.input_spec)
+        heatmap = explain_image(model, image.unsqueeze(0))[0]
+        with torch.no_grad():
+            probs = model(image.unsqueeze(0)).softmax(-1)[0]
+        label = card.label_names[int(probs.argmax())] if card.label_names else str(int(probs.argmax()))
+        path = Path(out_dir) / f"{Path(file).stem}_explain.png"
+        save_overlay(image, heatmap, path, f"{Path(file).name}: {label} ({float(probs.max()):.2f})")
+        yield path
