@@ -285,7 +285,8 @@ def _format_table(results: list[dict[str, Any]], peak: float) -> list[str]:
 
 
 def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchmarks", steps: int = 5,
-        warmup: int = 2, batch_size: int | None = None, device: str = "cpu", progress: bool = True) -> Path:
+        warmup: int = 2, batch_size: int | None = None, device: str = "cpu", progress: bool = True,
+        import_repeats: int = 5) -> Path:
     """Benchmark every family matching ``pattern`` (one fresh process each); write RESULTS.md/.json."""
     from tqdm import tqdm
 
@@ -309,7 +310,7 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
             results.append({"family": family, "recipe": str(path), "error": error})
         else:
             results.append(json.loads(lines[-1]))
-    imports = import_times()
+    imports = import_times(import_repeats)
     machine = {"machine": platform.processor() or platform.machine(), "system": platform.platform(),
                "torch": torch.__version__, "threads": threads, "device": device,
                "gemm_peak_gflop_per_s": peak / 1e9, "gemm": f"{GEMM_SIZE}x{GEMM_SIZE} float32",
@@ -324,7 +325,7 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
         f"{threads} thread(s), device {device}. Matrix-multiply peak ({machine['gemm']}): "
         f"{peak / 1e9:.1f} GFLOP/s.", "",
         f"`import torch`: {imports['torch']:.2f} s, `import hub`: {imports['hub']:.2f} s "
-        f"({imports['hub'] / imports['torch']:.2f}x; medians of 5 fresh processes).", "",
+        f"({imports['hub'] / imports['torch']:.2f}x; medians of {import_repeats} fresh processes).", "",
         f"One real training batch of each family's CPU recipe; medians of {steps} steps after {warmup} warm-up. "
         "Items are what the task counts (images, nodes, patients, windows). Peak memory: growth of the resident "
         "set during the first training step (activations, gradients, optimizer state). FLOPs are counted by "

@@ -228,6 +228,14 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from hub.bench import run
+
+    print(run(args.pattern, recipes_dir=args.recipes, out_dir=args.out, steps=args.steps, device=args.device,
+              progress=not args.no_progress, import_repeats=args.import_repeats))
+    return 0
+
+
 def cmd_publish(args) -> int:
     from hub.publish import publish
 
@@ -304,6 +312,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the card's dataset)")
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
+
+    p = sub.add_parser("bench", help="measure every model with a CPU recipe: FLOPs, items/s, memory, %% of the "
+                       "machine's GEMM peak, ratios against timm / PyG references; writes RESULTS.md and RESULTS.json")
+    p.add_argument("pattern", nargs="?", default="*", help="glob over family names (default: all)")
+    p.add_argument("--recipes", default="recipes", help="folder of recipes to take data and models from (default ./recipes)")
+    p.add_argument("--out", default="benchmarks", help="folder for RESULTS.md and RESULTS.json (default ./benchmarks)")
+    p.add_argument("--steps", type=int, default=5, help="timed steps per model, after 2 warm-up steps (default 5)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--import-repeats", type=int, default=5, help="fresh processes timing `import torch` and "
+                   "`import hub` (default 5; medians)")
+    p.add_argument("--no-progress", **no_progress)
+    p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("publish", help="turn run folders into packaged safetensors weights and a model card")
     p.add_argument("runs", nargs="+", help="run folders of one recipe with different seeds; weights from the first")
