@@ -123,7 +123,7 @@ class _PeakRSS:
         return (self.peak - self.start) / 2**20
 
 
-def _timed(fns: list, steps: int, warmup: int, device: str) -> list[float]:
+def timed(fns: list, steps: int, warmup: int, device: str) -> list[float]:
     """Median seconds per call of each function; calls interleaved round by round, so a change in the
     machine's load during the run falls on all of them alike."""
     for _ in range(warmup):
@@ -145,7 +145,7 @@ def _reference(family: str, model: torch.nn.Module, batch, task) -> tuple[str, A
     import timm
     import torch.nn.functional as F
 
-    if isinstance(model, timm.models.VisionTransformer | timm.models.CoaT | timm.models.ByobNet):
+    if isinstance(model, timm.models.VisionTransformer | timm.models.CoaT | timm.models.ByobNet | timm.models.ResNet):
         x, y = batch
         reference = _clone(model)
         optimizer = torch.optim.AdamW(reference.parameters())
@@ -239,9 +239,9 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     train_flops = counter.get_total_flops()
 
     reference = _reference(recipe.model.name, model, batch, task)
-    train_time, *reference_time = _timed([train_step, *([reference[1]] if reference else [])], steps, warmup, device)
+    train_time, *reference_time = timed([train_step, *([reference[1]] if reference else [])], steps, warmup, device)
     model.eval()
-    (infer_time,) = _timed([infer_step], steps, warmup, device)
+    (infer_time,) = timed([infer_step], steps, warmup, device)
     model.train()
     result = {
         "family": recipe.model.name, "recipe": str(recipe_path), "task": datamodule.task,
@@ -286,11 +286,14 @@ def _format_table(results: list[dict[str, Any]], peak: float) -> list[str]:
 
 def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchmarks", steps: int = 5,
         warmup: int = 2, batch_size: int | None = None, device: str = "cpu", progress: bool = True,
-        import_repeats: int = 5) -> Path:
-    """Benchmark every family matching ``pattern`` (one fresh process each); write RESULTS.md/.json."""
+        import_repeats: int = 5, report: str = "RESULTS") -> Path:
+    """Benchmark every family matching ``pattern`` (globs separated by commas; one fresh process each);
+    write ``<report>.md`` and ``<report>.json`` into ``out_dir``."""
     from tqdm import tqdm
 
-    recipes = {f: p for f, p in family_recipes(Path(recipes_dir)).items() if fnmatch.fnmatch(f, pattern)}
+    patterns = pattern.split(",")
+    recipes = {f: p for f, p in family_recipes(Path(recipes_dir)).items()
+               if any(fnmatch.fnmatch(f, one) for one in patterns)}
     if not recipes:
         from hub.errors import HubError
 
@@ -317,7 +320,7 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
                "import_torch_s": imports["torch"], "import_hub_s": imports["hub"]}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "RESULTS.json", (json.dumps({"machine": machine, "models": results}, indent=2)
+    atomic_write_bytes(out / f"{report}.json", (json.dumps({"machine": machine, "models": results}, indent=2)
                                               + "\n").encode())
     text = [
         "# Attention Hub performance report (`attnhub bench`)", "",
@@ -334,8 +337,8 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
         *_format_table(results, peak), "",
         "Written by `attnhub bench` (`python benchmarks/run_all.py`).",
     ]
-    atomic_write_bytes(out / "RESULTS.md", ("\n".join(text) + "\n").encode())
-    return out / "RESULTS.md"
+    atomic_write_bytes(out / f"{report}.md", ("\n".join(text) + "\n").encode())
+    return out / f"{report}.md"
 
 
 def _main() -> None:

@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="measure every model with a CPU recipe: FLOPs, items/s, memory, %% of the "
                        "machine's GEMM peak, ratios against timm / PyG references; writes RESULTS.md and RESULTS.json")
-    p.add_argument("pattern", nargs="?", default="*", help="glob over family names (default: all)")
+    p.add_argument("pattern", nargs="?", default="*", help="globs over family names, comma-separated, e.g. "
+                   "'vit_*,gat' (default: all)")
     p.add_argument("--recipes", default="recipes", help="folder of recipes to take data and models from (default ./recipes)")
     p.add_argument("--out", default="benchmarks", help="folder for RESULTS.md and RESULTS.json (default ./benchmarks)")
     p.add_argument("--steps", type=int, default=5, help="timed steps per model, after 2 warm-up steps (default 5)")

@@ -41,13 +41,14 @@ def read_csv_rows(path: str | Path, expected: str) -> list[list[str]]:
     return rows
 
 
-def read_csv_frame(path: str | Path, expected: str):
-    """A user's CSV file as a pandas DataFrame, with the same clear errors as :func:`read_csv_rows`."""
+def read_csv_frame(path: str | Path, expected: str, **read_csv_args):
+    """A user's CSV file as a pandas DataFrame (``read_csv_args`` go to ``pandas.read_csv``), with the same
+    clear errors as :func:`read_csv_rows`."""
     import pandas as pd
 
     path = Path(path)
     try:
-        frame = pd.read_csv(path, encoding="utf-8-sig")
+        frame = pd.read_csv(path, encoding="utf-8-sig", **read_csv_args)
     except FileNotFoundError:
         raise DataError(f"{path} not found; expected {expected}") from None
     except UnicodeDecodeError as err:

@@ -1,0 +1,66 @@
+"""``trainer.compile: true`` measured: a training step eager vs ``torch.compile`` (inductor), same model,
+same real batch (each family's CPU recipe), in one process; compile time reported apart.
+
+    HUB_DATA_DIR=../shared/data python benchmarks/compile.py [FAMILY ...]   # writes benchmarks/compile.md
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hub.bench import family_recipes, timed  # noqa: E402
+from hub.recipe import load_recipe  # noqa: E402
+from hub.tasks import create_task  # noqa: E402
+from hub.training import build_data, build_model, seed_all  # noqa: E402
+
+
+def compare(recipe_path: Path, steps: int = 10) -> dict[str, float]:
+    recipe = load_recipe(str(recipe_path))
+    seed_all(0)
+    data = build_data(recipe)
+    model = build_model(recipe, data)
+    task = create_task(data.task, **data.task_args())
+    batch = next(iter(data.train_dataloader()))
+    compiled = torch.compile(model)
+
+    def stepper(module):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            task.step(module, batch, "train")[0].backward()
+            optimizer.step()
+        return step
+
+    eager_step, compiled_step = stepper(model), stepper(compiled)
+    start = time.perf_counter()
+    compiled_step()  # compiles
+    compile_s = time.perf_counter() - start
+    eager, fast = timed([eager_step, compiled_step], steps, 2, "cpu")
+    return {"eager_s": eager, "compiled_s": fast, "speedup": eager / fast, "compile_s": compile_s}
+
+
+def main() -> None:
+    families = sys.argv[1:] or ["vit_digits", "vit_micro_patch4_32"]
+    recipes = family_recipes(ROOT / "recipes")
+    lines = ["# torch.compile against eager, one training step (CPU)", "",
+             f"torch {torch.__version__}, {torch.get_num_threads()} thread(s). Medians of 10 interleaved steps after "
+             "2 warm-up steps; `python benchmarks/compile.py` rewrites this file.", "",
+             "| model | eager step (s) | compiled step (s) | speed-up | compile time (s) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for family in families:
+        r = compare(recipes[family])
+        lines.append(f"| {family} | {r['eager_s']:.4f} | {r['compiled_s']:.4f} | {r['speedup']:.2f}x | "
+                     f"{r['compile_s']:.0f} |")
+        print(lines[-1], flush=True)
+    (ROOT / "benchmarks" / "compile.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
