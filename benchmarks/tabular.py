@@ -105,7 +105,10 @@ def write_report(results: list[dict], retrieval: list[tuple[int, float]] | None)
              "fp32, early stopping on the validation metric, the best epoch tested); the seed changes the "
              "initialisation and batch order. HistGradientBoosting: scikit-learn defaults on the same preprocessed "
              "training split, seed = random_state. RMSE in USD (target de-standardised). Mean ± std over seeds (n). "
-             "Rows/s: one CPU thread on a shared machine, indicative only.", ""]
+             "Rows/s: one CPU thread on a shared machine, indicative only.", "",
+             "Budget: the recipes stop at 8 epochs (2 shared CPU cores for the whole benchmark), far below the "
+             "papers' schedules (hundreds of epochs, early-stopping patience 16, tuned hyperparameters), so the "
+             "neural models are under-trained here; the table measures these recipes, not the papers' claims.", ""]
     table: dict[tuple[str, str], list[dict]] = {}
     for r in results:
         table.setdefault((r["set"], r["model"]), []).append(r)

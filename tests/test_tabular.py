@@ -201,3 +201,34 @@ def test_cli_finetune_bare_family_on_unseen_csv_then_predict(tmp_path, capsys):
     assert all(abs(float(r["proba_high"]) + float(r["proba_low"]) - 1) < 1e-5 for r in rows)
     assert main(["finetune", "mlp", "--data", str(tmp_path / "my.csv"), "--target", "nope"]) == 2
     assert "target column 'nope' is not in the table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["tabr.adult", "tab_transformer.adult", "tabm.adult", "mlp.adult"])
+def test_shipped_weights_reproduce_their_card_and_predict_raw_rows(name, tmp_path):
+    from hub.cli import main
+    from hub.training import evaluate
+    from tabular.data import ADULT_COLUMNS, data_file
+
+    card = hub.model_card(name)
+    assert card.local_file.stat().st_size < 4_000_000
+    metrics = evaluate(name, progress=False)
+    for key in ("test/auroc", "test/acc"):
+        assert metrics[key] == pytest.approx(card.metrics[key]["values"][0], abs=1e-4)
+    raw = pd.read_csv(data_file("adult.test"), header=None, names=ADULT_COLUMNS, skipinitialspace=True, skiprows=1,
+                      nrows=5).drop(columns="income")  # raw rows, '?' and all: the card's preprocessor applies
+    raw.to_csv(tmp_path / "rows.csv", index=False)
+    assert main(["predict", name, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "p.csv")]) == 0
+    assert next(csv.reader(open(tmp_path / "p.csv"))) == ["row", "prediction", "proba_<=50K", "proba_>50K"]
+
+
+def test_tab_transformer_replaced_token_detection_pretraining_learns():
+    from tabular.tab_transformer import pretrain
+
+    torch.manual_seed(0)
+    model = hub.create_model("tab_transformer", num_numeric=0, cat_cardinalities=[6, 6, 6], dim=16, depth=1,
+                             num_heads=2, dropout=0.0)
+    base = torch.randint(0, 6, (256, 1))
+    x_cat = torch.cat([base, (base + 1) % 6, (base + 2) % 6], 1)  # columns that predict each other
+    before = model.cat_embed.embed.weight.clone()
+    history = pretrain(model, x_cat, epochs=15, batch_size=64, lr=3e-3)
+    assert history[-1] < 0.8 * history[0] and not torch.equal(before, model.cat_embed.embed.weight)
