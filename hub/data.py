@@ -59,7 +59,7 @@ def read_csv_frame(path: str | Path, expected: str, **read_csv_args):
     except (OSError, ValueError, pd.errors.ParserError) as err:
         raise DataError(f"cannot read {path} as CSV ({str(err).strip()}); expected {expected}") from None
     if frame.empty:
-        raise DataError(f"{path} has a header but no rows; expected {expected}")
+        raise DataError(f"{path} has a header but no data rows; expected {expected}")
     return frame
 
 

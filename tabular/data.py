@@ -28,7 +28,7 @@ from hub.data import HubDataModule, data_dir, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
 from hub.weights import fetch, read_verified
-from tabular.preprocessing import TASKS, TabularPreprocessor, _labels, infer_task, read_table
+from tabular.preprocessing import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
 
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
                  "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country",
@@ -106,13 +106,23 @@ class TabularData(HubDataModule):
     def _split(self, frame: pd.DataFrame, fractions: tuple[float, ...]) -> list[pd.DataFrame]:
         if self.target not in frame.columns:
             raise DataError(f"target column {self.target!r} is not in the table; its columns are {list(frame.columns)}")
+        missing = frame[self.target].isna().to_numpy()
+        if missing.any():
+            raise DataError(f"target column {self.target!r} is empty at rows {_rows(missing)}; every row used for "
+                            "training and testing needs a target (drop the rows to predict, then use attnhub predict)")
         if (self.task_kind if self.task_kind != "auto" else infer_task(frame[self.target])) == "regression":
             order = np.random.default_rng(self.split_seed).permutation(len(frame))
             bounds = np.cumsum([int(round(f * len(frame))) for f in fractions[:-1]])
             parts = [np.sort(p) for p in np.split(order, bounds)]
         else:
-            codes = pd.factorize(_labels(frame[self.target].fillna("")))[0]
-            parts = stratified_split(codes, fractions, self.split_seed)
+            labels = _labels(frame[self.target])
+            values, counts = np.unique(labels, return_counts=True)
+            rare = {str(v): int(c) for v, c in zip(values, counts) if c < len(fractions)}
+            if rare:
+                raise DataError(f"target column {self.target!r}: class(es) {rare} have fewer than {len(fractions)} rows "
+                                f"(rows {_rows(np.isin(labels, list(rare)))}); a stratified split needs at least "
+                                f"{len(fractions)} per class. Fix or drop those rows")
+            parts = stratified_split(pd.factorize(labels)[0], fractions, self.split_seed)
         return [frame.iloc[p].reset_index(drop=True) for p in parts]
 
     def setup(self, stage: str | None = None) -> None:

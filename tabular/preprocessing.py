@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
+from hub.data import read_csv_frame
 from hub.errors import DataError
 
 log = logging.getLogger("hub")
@@ -83,14 +84,7 @@ def infer_task(target: pd.Series) -> str:
 
 def read_table(path, drop: list[str] | tuple = ()) -> pd.DataFrame:
     """Read a CSV with a header into a DataFrame; an empty file or one without rows raises naming it."""
-    try:
-        frame = pd.read_csv(path, skipinitialspace=True, na_values=["?"])
-    except FileNotFoundError:
-        raise DataError(f"table {path} does not exist") from None
-    except pd.errors.EmptyDataError:
-        raise DataError(f"table {path} is empty; expected a CSV with a header row and data rows") from None
-    if frame.empty:
-        raise DataError(f"table {path} has a header but no data rows")
+    frame = read_csv_frame(path, "a CSV table with a header row and data rows", skipinitialspace=True, na_values=["?"])
     return frame.drop(columns=[c for c in drop if c in frame.columns])
 
 
