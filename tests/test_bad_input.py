@@ -210,3 +210,28 @@ def test_csv_table_survives_corruption(corruption, stage):
             assert path.name in str(err) or any(c in str(err) for c in ("age", "city", "income", "'y'")), str(err)
             return
         assert finite(*[np.asarray(a, dtype=np.float64) for a in arrays])
+
+
+# ---- traffic folder (speeds.csv, adjacency.csv) ------------------------------------------------------------
+
+@FUZZ
+@given(which=st.sampled_from(["speeds.csv", "adjacency.csv"]), corruption=corruptions())
+def test_traffic_folder_survives_corruption(which, corruption):
+    from timeseries.traffic_csv import read_adjacency_csv, read_speed_csv
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        ids = ["s0", "s1", "s2"]
+        rows = [["time", *ids]] + [[f"2026-01-05 {h:02d}:{m:02d}", *[f"{50 + i + (h * 12 + m // 5) % 7:.1f}"
+                                                                    for i in range(3)]]
+                                   for h in range(3) for m in range(0, 60, 5)]
+        csv.writer(open(root / "speeds.csv", "w", newline="")).writerows(rows)
+        np.savetxt(root / "adjacency.csv", np.ones((3, 3)), delimiter=",", header=",".join(ids), comments="")
+        corrupt(root / which, corruption)
+        speeds = accepted_or_named(lambda: read_speed_csv(root / "speeds.csv"), root / "speeds.csv")
+        if speeds is not None:
+            assert finite(speeds[1], speeds[2]) and (speeds[1] >= 0).all()
+            adjacency = accepted_or_named(lambda: read_adjacency_csv(root / "adjacency.csv", speeds[0]),
+                                          root / "adjacency.csv")
+            if adjacency is not None:
+                assert adjacency.shape == (len(speeds[0]),) * 2 and finite(adjacency)
