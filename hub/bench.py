@@ -314,6 +314,9 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
         else:
             results.append(json.loads(lines[-1]))
     imports = import_times(import_repeats)
+    from hub.registry import list_models
+
+    unmeasured = [f for f in list_models() if f not in recipes and any(fnmatch.fnmatch(f, one) for one in patterns)]
     machine = {"machine": platform.processor() or platform.machine(), "system": platform.platform(),
                "torch": torch.__version__, "threads": threads, "device": device,
                "gemm_peak_gflop_per_s": peak / 1e9, "gemm": f"{GEMM_SIZE}x{GEMM_SIZE} float32",
@@ -335,6 +338,7 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
         "`FlopCounterMode`, which counts a sparse-times-dense product as dense (GAT's bag-of-words input), so "
         "the % of peak of such models is overstated. References run in the same process; ratio > 1: ours is faster.", "",
         *_format_table(results, peak), "",
+        f"Not measured (no CPU recipe in {recipes_dir} names them): {', '.join(unmeasured) or 'none'}.", "",
         "Written by `attnhub bench` (`python benchmarks/run_all.py`).",
     ]
     atomic_write_bytes(out / f"{report}.md", ("\n".join(text) + "\n").encode())
