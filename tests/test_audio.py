@@ -101,6 +101,7 @@ def test_deit_weights_adapted_to_the_ast_grid(arch, frames):
 def test_imagenet_init_offline_fails_clearly(monkeypatch):
     monkeypatch.setenv("HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # read once, at its first import
     with pytest.raises(OfflineError, match="deit_tiny_distilled_patch16_224.*not in the cache"):
         hub.create_model("ast_deit_tiny", imagenet_init=True)
 
