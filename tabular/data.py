@@ -122,7 +122,10 @@ class TabularData(HubDataModule):
                 raise DataError(f"target column {self.target!r}: class(es) {rare} have fewer than {len(fractions)} rows "
                                 f"(rows {_rows(np.isin(labels, list(rare)))}); a stratified split needs at least "
                                 f"{len(fractions)} per class. Fix or drop those rows")
-            parts = stratified_split(pd.factorize(labels)[0], fractions, self.split_seed)
+            try:
+                parts = stratified_split(pd.factorize(labels)[0], fractions, self.split_seed)
+            except DataError as err:
+                raise DataError(f"target column {self.target!r}: {err}") from None
         return [frame.iloc[p].reset_index(drop=True) for p in parts]
 
     def setup(self, stage: str | None = None) -> None:
