@@ -91,7 +91,10 @@ def _load_timm(arch: str, pretrained: bool, num_classes: int | None, **model_arg
     if num_classes is not None:
         model_args["num_classes"] = num_classes
     if pretrained and is_offline():
-        os.environ["HF_HUB_OFFLINE"] = "1"
+        import huggingface_hub.constants
+
+        os.environ["HF_HUB_OFFLINE"] = "1"  # for processes started from here
+        huggingface_hub.constants.HF_HUB_OFFLINE = True  # read at import: an earlier import would miss the variable
     try:
         return timm.create_model(arch, pretrained=pretrained, **model_args)
     except Exception as err:
