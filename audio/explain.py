@@ -17,7 +17,8 @@ import torch.nn.functional as F
 
 from audio.ast import AudioSpectrogramTransformer
 from audio.timbre import TimbreAttention
-from hub.errors import HubError
+from hub.adapters import register_explain_adapter
+from hub.errors import DataError, HubError
 from hub.plotting import save_figure
 from vision.explain import attention_rollout, vit_attention
 
@@ -68,3 +69,21 @@ def save_spectrogram_overlay(spec: torch.Tensor, heatmap: torch.Tensor, path: st
     axes[1].imshow(heatmap, origin="lower", aspect="auto", cmap="viridis", alpha=0.55, vmin=0, vmax=1)
     fig.suptitle(title, fontsize=8)
     save_figure(fig, path, dpi=100, bbox_inches="tight")
+
+
+@register_explain_adapter("audio")
+def explain_audio_files(card, model, inputs: list[str], out_dir: Path):
+    """``attnhub explain NAME CLIP...``: the attention over each clip's spectrogram, titled with the class."""
+    from audio.features import model_input
+
+    if not inputs:
+        raise DataError(f"give the audio files to explain, e.g. attnhub explain {card.name} clip.wav")
+    for file in inputs:
+        x = model_input(file, card.input_spec)  # (F, T)
+        heatmap = explain_spectrogram(model, x[None])[0]
+        with torch.no_grad():
+            probs = model(x[None]).softmax(-1)[0]
+        label = card.label_names[int(probs.argmax())] if card.label_names else str(int(probs.argmax()))
+        path = Path(out_dir) / f"{Path(file).stem}_explain.png"
+        save_spectrogram_overlay(x, heatmap, path, f"{Path(file).name}: {label} ({float(probs.max()):.2f})")
+        yield path

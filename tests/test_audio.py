@@ -1,4 +1,6 @@
 """Audio: AST/SSAST/timbre shapes, gradients, overfit, DeiT adaptation; fbank pipeline; bad audio; data; weights."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -260,3 +262,5 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
     sf.write(tmp_path / "silent.wav", np.zeros(4000, dtype=np.float32), SAMPLE_RATE)
     assert main(["predict", run, str(tmp_path / "silent.wav"), "--no-progress"]) == 2
     assert "silent.wav is silent" in capsys.readouterr().err
+    assert main(["explain", run, files[0], "--out", str(tmp_path / "fig")]) == 0  # attention over the spectrogram
+    assert (tmp_path / "fig" / f"{Path(files[0]).stem}_explain.png").stat().st_size > 1000
