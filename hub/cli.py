@@ -340,12 +340,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    # key=value overrides may follow options (`finetune NAME --data D trainer.max_epochs=2`), which argparse
+    # A command's trailing list (key=value overrides, input files) may follow options
+    # (`finetune NAME --data D trainer.max_epochs=2`, `predict NAME --out p.csv a.png b.png`), which argparse
     # cannot split between a subcommand's positionals; collect them here.
     if extra:
-        if not hasattr(args, "overrides") or any(e.startswith("-") or "=" not in e for e in extra):
+        target = next((name for name in ("overrides", "files", "inputs") if hasattr(args, name)), None)
+        if target is None or any(e.startswith("-") or (target == "overrides" and "=" not in e) for e in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        args.overrides = [*args.overrides, *extra]
+        setattr(args, target, [*getattr(args, target), *extra])
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     if not args.verbose:  # Lightning's tips and trainer chatter (it resets its loggers to INFO when imported,
         # later, so the filter sits on the handler); progress bars stay

@@ -83,6 +83,20 @@ def test_predict_bad_file_names_it(tmp_path, capsys):
     assert str(bad) in capsys.readouterr().err
 
 
+def test_input_files_may_follow_options(tmp_path, capsys):
+    from PIL import Image
+
+    files = []
+    for i in range(2):
+        files.append(tmp_path / f"{i}.png")
+        Image.new("L", (8, 8), color=40 * i).save(files[-1])
+    assert main(["predict", "vit_digits.sklearn", "--no-progress", "--out", str(tmp_path / "p.csv"),
+                 *map(str, files)]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()] == list(map(str, files))
+    with pytest.raises(SystemExit):
+        main(["predict", "vit_digits.sklearn", "--bogus", str(files[0])])
+
+
 def test_finetune_on_an_image_folder(tmp_path, capsys):
     root = tmp_path / "folder"
     for label in (0, 1, 7):
