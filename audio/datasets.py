@@ -240,7 +240,8 @@ class AudioFolderData(SpectrogramData):
         found = scan_audio_folder(self.root)
         classes = sorted(found)
         items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
-        parts = stratified_split(np.array([label for _, label in items]), self.fractions, self.split_seed)
+        parts = stratified_split(np.array([label for _, label in items]), self.fractions, self.split_seed,
+                                 source=str(self.root))
         self.info.update({"source": str(self.root), "license": "the user's data"})
         return {s: [items[i] for i in part] for s, part in zip(("train", "val", "test"), parts)}, classes
 

@@ -252,7 +252,8 @@ class GraphFolderData(NodeGraphData):
             raise DataError(f"{self.root / 'nodes.csv'} column 'label': class(es) {rare} have fewer than 3 labelled "
                             "nodes; the stratified train/val/test split needs at least 3 per class")
         fractions = (1 - self.val_fraction - self.test_fraction, self.val_fraction, self.test_fraction)
-        parts = stratified_split(graph.y[labelled].numpy(), fractions, self.split_seed)
+        parts = stratified_split(graph.y[labelled].numpy(), fractions, self.split_seed,
+                                 source=str(self.root / "nodes.csv"))
         for split, part in zip(("train", "val", "test"), parts):
             mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
             mask[labelled[torch.from_numpy(part)]] = True

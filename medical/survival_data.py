@@ -103,7 +103,7 @@ class SurvivalTableData(HubDataModule):
         self.gene_names, self.clinical_names = list(parts["genes"]), list(parts["clinical"])
         x, time, event = parts["train"]
         train, val = stratified_split(event.astype(np.int64), (1 - self.val_fraction, self.val_fraction),
-                                      self.split_seed)
+                                      self.split_seed, source=parts.get("info", {}).get("source"))
         mean = np.nanmean(x[train], 0)
         std = np.nanstd(x[train], 0)
         std = np.where(std > 0, std, 1.0)
@@ -263,7 +263,7 @@ class SurvivalCSVData(SurvivalTableData):
                             "needs at least one observed event")
         x = feature_matrix(table, self.path, self.gene_cols, clinical)
         rest, test = stratified_split(event_raw.astype(np.int64), (1 - self.test_fraction, self.test_fraction),
-                                      self.split_seed)
+                                      self.split_seed, source=str(self.path))
         return {"train": (x[rest], time[rest], event_raw[rest]), "test": (x[test], time[test], event_raw[test]),
                 "genes": self.gene_cols, "clinical": clinical,
                 "info": {"source": str(self.path), "license": "the user's data",

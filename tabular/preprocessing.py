@@ -51,7 +51,7 @@ def _rows(mask: np.ndarray) -> str:
 
 
 def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
-    """The column as float64, NaN for empty cells; text that is not a number raises naming the column."""
+    """The column as float64, NaN for empty cells; text that is not a number, or inf, raises naming the column."""
     raw = frame[column]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64)
     text = np.isnan(values) & raw.notna().to_numpy()
@@ -60,6 +60,10 @@ def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
         raise DataError(f"numeric column {column!r} holds text that is not a number ({found}) at rows {_rows(text)}; "
                         f"expected numbers or empty cells. Clean these cells, or treat the column as categorical "
                         f"(categorical=[{column!r}])")
+    infinite = np.isinf(values)
+    if infinite.any():
+        raise DataError(f"numeric column {column!r} has infinite values (inf, or numbers too large for float64) at "
+                        f"rows {_rows(infinite)}; expected finite numbers or empty cells")
     return values
 
 

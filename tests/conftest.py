@@ -2,6 +2,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI replays the same examples every run (derandomize), so a red build always has a reproducible cause;
+# HYPOTHESIS_PROFILE=explore draws fresh, more numerous examples to hunt for new failures.
+settings.register_profile("ci", max_examples=40, derandomize=True, print_blob=True)
+settings.register_profile("explore", max_examples=400, derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HUB_DATA_DIR", str(REPO.parent / "shared" / "data"))

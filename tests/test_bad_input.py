@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hub.errors import DataError
 
 BAD_CELLS = ["", "nan", "NaN", "inf", "-inf", "abc", "1e999", "  ", "0x1F", "１"]
-FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(settings.default, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

@@ -19,6 +19,7 @@ or without a header row; a header must list the sensor ids of ``speeds.csv`` in 
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -38,8 +39,12 @@ def _time_of_day(path: Path, stamps: list[str]) -> tuple[np.ndarray, int]:
     """Timestamps -> time of day (T,) in [0, 1) and steps per day; refuses gaps and disorder."""
     import pandas as pd
 
+    if len(stamps) < 2:
+        raise DataError(f"{path}: {len(stamps)} data row(s); expected at least 2 timestamped rows of readings")
     try:
-        times = pd.to_datetime(pd.Series(stamps), errors="raise")
+        with warnings.catch_warnings():  # mixed formats fall back to parsing each stamp, which is what we want
+            warnings.filterwarnings("ignore", "Could not infer format", UserWarning)
+            times = pd.to_datetime(pd.Series(stamps), errors="raise")
     except (ValueError, TypeError) as err:
         raise DataError(f"{path} column 'time': cannot read the timestamps ({err})") from None
     steps = np.diff(times.to_numpy().astype("datetime64[s]").astype(np.int64))

@@ -230,7 +230,7 @@ class ImageFolderData(HubDataModule):
             items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
             labels = np.array([label for _, label in items])
             fractions = (1 - self.val_fraction - self.test_fraction, self.val_fraction, self.test_fraction)
-            parts = stratified_split(labels, fractions, self.split_seed)
+            parts = stratified_split(labels, fractions, self.split_seed, source=str(self.root))
             sets = {s: [items[i] for i in part] for s, part in zip(("train", "val", "test"), parts)}
         if len(classes) < 2:
             raise DataError(f"{self.root} has a single class {classes}; classification needs at least 2 class folders")
