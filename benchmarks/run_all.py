@@ -1,4 +1,4 @@
-"""Write benchmarks/RESULTS.md and RESULTS.json for every model family with a CPU recipe.
+"""Write benchmarks/RESULTS.md and RESULTS.json for every registered model family.
 
     HUB_DATA_DIR=../shared/data python benchmarks/run_all.py [PATTERN] [--steps N]
 

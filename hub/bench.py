@@ -1,7 +1,8 @@
 """One performance report for every registered model: ``attnhub bench [PATTERN]``.
 
-For each model family with a CPU recipe in ``recipes/``, a fresh process builds the recipe's data and
-model, takes one real training batch, and measures:
+For every registered model family, a fresh process builds the data and model of the family's recipe in
+``recipes/`` (its CPU recipe, else its GPU recipe in fp32, else the recipe of a family from the same module
+and task with the model swapped: see :func:`family_recipes`), takes one real training batch, and measures:
 
 - parameters, and FLOPs per item of a forward and of a training step (torch's ``FlopCounterMode``;
   an item is what the task counts in a batch: an image, a node, a patient, a window);
@@ -19,7 +20,7 @@ model, takes one real training batch, and measures:
 It also times ``import hub`` against ``import torch`` in fresh processes (medians of 5). Results go to
 ``RESULTS.md`` and ``RESULTS.json`` (machine, torch version and thread count at the top).
 
-    attnhub bench                     # every family with a recipe
+    attnhub bench                     # every registered family
     attnhub bench 'vit_*' --steps 5   # a subset
 """
 from __future__ import annotations
@@ -77,18 +78,33 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def family_recipes(recipes_dir: Path) -> dict[str, Path]:
-    """The first CPU recipe (not ``*_gpu.yaml``) naming each model family, by sorted path."""
+def family_recipes(recipes_dir: Path, families: list[str]) -> dict[str, tuple[Path, str]]:
+    """The recipe each family is measured with, and how it was chosen. In order of preference: the family's
+    first CPU recipe (by sorted path), its first GPU recipe (``*_gpu.yaml``, measured on the bench's device
+    in fp32), or the first recipe of a family built in the same Python module for the same task, with the
+    model swapped (keeping the recipe's model arguments the family accepts). Families with none are left out."""
     import yaml
 
-    found: dict[str, Path] = {}
+    from hub.registry import get_model_entry
+
+    own: dict[str, dict[str, Path]] = {}
     for path in sorted(recipes_dir.rglob("*.yaml")):
-        if path.stem.endswith("_gpu"):
-            continue
         model = (yaml.safe_load(path.read_text()) or {}).get("model", {})
         if isinstance(model, dict) and model.get("name"):
-            found.setdefault(model["name"], path)
-    return found
+            own.setdefault(model["name"], {}).setdefault("gpu" if path.stem.endswith("_gpu") else "cpu", path)
+    kind_of = {name: (get_model_entry(name).builder.__module__, get_model_entry(name).task)
+               for name in set(own) | set(families)}
+    chosen: dict[str, tuple[Path, str]] = {}
+    for family in families:
+        if family in own:
+            kind = "cpu" if "cpu" in own[family] else "gpu"
+            chosen[family] = (own[family][kind], "own CPU recipe" if kind == "cpu" else "own GPU recipe, fp32")
+            continue
+        siblings = sorted((found.get("cpu", found.get("gpu")), name) for name, found in own.items()
+                          if kind_of[name] == kind_of[family])
+        if siblings:
+            chosen[family] = (siblings[0][0], f"{siblings[0][1]}'s recipe")
+    return chosen
 
 
 class _PeakRSS:
@@ -196,8 +212,10 @@ class PlainGAT(torch.nn.Module):
 
 
 def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup: int,
-                   device: str = "cpu") -> dict[str, Any]:
-    """Measure one recipe's model on one real training batch (run in a fresh process by :func:`run`)."""
+                   device: str = "cpu", family: str | None = None) -> dict[str, Any]:
+    """Measure one recipe's model on one real training batch (run in a fresh process by :func:`run`);
+    ``family`` swaps in another model family on the recipe's data, keeping the recipe's model arguments that
+    the family's builder accepts."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from hub.recipe import load_recipe
@@ -206,6 +224,15 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
 
     overrides = [f"data.args.batch_size={batch_size}"] if batch_size else []
     recipe = load_recipe(str(recipe_path), overrides)
+    if family and family != recipe.model.name:
+        import inspect
+
+        from hub.registry import get_model_entry
+
+        accepted = inspect.signature(get_model_entry(family).builder).parameters
+        kept = {k: v for k, v in recipe.model.args.items() if k in accepted}  # non-size options such as masking
+        swapped = recipe.model.model_copy(update={"name": family, "args": kept, "init_from": None})
+        recipe = recipe.model_copy(update={"model": swapped})
     seed_all(0)
     datamodule = build_data(recipe)
     model = build_model(recipe, datamodule).to(device)
@@ -267,17 +294,19 @@ def _to(batch, device: str):
 
 
 def _format_table(results: list[dict[str, Any]], peak: float) -> list[str]:
-    lines = ["| model | task | params | fwd MFLOP/item | items/batch | train items/s | infer items/s | "
+    lines = ["| model | recipe | task | params | fwd MFLOP/item | items/batch | train items/s | infer items/s | "
              "train GFLOP/s | % of GEMM peak | peak mem (MB) | reference | ours / reference |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
     for r in results:
+        choice = r.get("recipe_choice", "own CPU recipe")
+        recipe = Path(r["recipe"]).stem + ("" if choice == "own CPU recipe" else f" ({choice})")
         if "error" in r:
-            lines.append(f"| {r['family']} | | | | | | | | | | failed: {r['error']} | |")
+            lines.append(f"| {r['family']} | {recipe} | | | | | | | | | | failed: {r['error']} | |")
             continue
         ratio = (f"{r['train_items_per_s'] / r['reference_train_items_per_s']:.2f}x"
                  if "reference_train_items_per_s" in r else "")
         lines.append(
-            f"| {r['family']} | {r['task']} | {r['params']:,} | {r['forward_flops_per_item'] / 1e6:.2f} | "
+            f"| {r['family']} | {recipe} | {r['task']} | {r['params']:,} | {r['forward_flops_per_item'] / 1e6:.2f} | "
             f"{r['items_per_batch']} | {r['train_items_per_s']:.1f} | {r['infer_items_per_s']:.1f} | "
             f"{r['train_flop_per_s'] / 1e9:.2f} | {100 * r['train_flop_per_s'] / peak:.1f} | "
             f"{r['peak_memory_mb']:.0f} | {r.get('reference', '')} | {ratio} |")
@@ -291,18 +320,21 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
     write ``<report>.md`` and ``<report>.json`` into ``out_dir``."""
     from tqdm import tqdm
 
+    from hub.registry import list_models
+
     patterns = pattern.split(",")
-    recipes = {f: p for f, p in family_recipes(Path(recipes_dir)).items()
-               if any(fnmatch.fnmatch(f, one) for one in patterns)}
+    families = [f for f in list_models() if any(fnmatch.fnmatch(f, one) for one in patterns)]
+    recipes = family_recipes(Path(recipes_dir), families)
     if not recipes:
         from hub.errors import HubError
 
-        raise HubError(f"no recipe in {recipes_dir} names a model family matching {pattern!r}")
+        raise HubError(f"no registered model family matching {pattern!r} has a recipe in {recipes_dir}, "
+                       "nor a sibling family's recipe")
     threads = torch.get_num_threads()
     peak = gemm_peak(device=device)
     results = []
-    for family, path in tqdm(sorted(recipes.items()), unit="model", disable=not progress, file=sys.stderr):
-        command = [sys.executable, "-m", "hub.bench", "--one", str(path), "--steps", str(steps),
+    for family, (path, how) in tqdm(sorted(recipes.items()), unit="model", disable=not progress, file=sys.stderr):
+        command = [sys.executable, "-m", "hub.bench", "--one", str(path), "--family", family, "--steps", str(steps),
                    "--warmup", str(warmup), "--device", device]
         if batch_size:
             command += ["--batch-size", str(batch_size)]
@@ -310,13 +342,11 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             error = (done.stderr.strip().splitlines() or ["no output"])[-1][:120]
-            results.append({"family": family, "recipe": str(path), "error": error})
+            results.append({"family": family, "recipe": str(path), "recipe_choice": how, "error": error})
         else:
-            results.append(json.loads(lines[-1]))
+            results.append({**json.loads(lines[-1]), "recipe_choice": how})
     imports = import_times(import_repeats)
-    from hub.registry import list_models
-
-    unmeasured = [f for f in list_models() if f not in recipes and any(fnmatch.fnmatch(f, one) for one in patterns)]
+    unmeasured = [f for f in families if f not in recipes]
     machine = {"machine": platform.processor() or platform.machine(), "system": platform.platform(),
                "torch": torch.__version__, "threads": threads, "device": device,
                "gemm_peak_gflop_per_s": peak / 1e9, "gemm": f"{GEMM_SIZE}x{GEMM_SIZE} float32",
@@ -332,13 +362,14 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
         f"{peak / 1e9:.1f} GFLOP/s.", "",
         f"`import torch`: {imports['torch']:.2f} s, `import hub`: {imports['hub']:.2f} s "
         f"({imports['hub'] / imports['torch']:.2f}x; medians of {import_repeats} fresh processes).", "",
-        f"One real training batch of each family's CPU recipe; medians of {steps} steps after {warmup} warm-up. "
+        f"One real training batch of each family's recipe; medians of {steps} steps after {warmup} warm-up. "
         "Items are what the task counts (images, nodes, patients, windows). Peak memory: growth of the resident "
         "set during the first training step (activations, gradients, optimizer state). FLOPs are counted by "
         "`FlopCounterMode`, which counts a sparse-times-dense product as dense (GAT's bag-of-words input), so "
         "the % of peak of such models is overstated. References run in the same process; ratio > 1: ours is faster.", "",
         *_format_table(results, peak), "",
-        f"Not measured (no CPU recipe in {recipes_dir} names them): {', '.join(unmeasured) or 'none'}.", "",
+        f"Not measured (no recipe in {recipes_dir} for them or a family of their module): "
+        f"{', '.join(unmeasured) or 'none'}.", "",
         "Written by `attnhub bench` (`python benchmarks/run_all.py`).",
     ]
     atomic_write_bytes(out / f"{report}.md", ("\n".join(text) + "\n").encode())
@@ -348,6 +379,7 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
 def _main() -> None:
     parser = argparse.ArgumentParser(description="measure one recipe's model (used by attnhub bench)")
     parser.add_argument("--one", required=True)
+    parser.add_argument("--family")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--batch-size", type=int)
@@ -356,7 +388,8 @@ def _main() -> None:
     import logging
 
     logging.disable(logging.WARNING)
-    print(json.dumps(measure_family(Path(args.one), args.batch_size, args.steps, args.warmup, args.device)))
+    print(json.dumps(measure_family(Path(args.one), args.batch_size, args.steps, args.warmup, args.device,
+                                    args.family)))
 
 
 if __name__ == "__main__":

@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
 
-    p = sub.add_parser("bench", help="measure every model with a CPU recipe: FLOPs, items/s, memory, %% of the "
+    p = sub.add_parser("bench", help="measure every registered model on its recipe's data: FLOPs, items/s, memory, %% of the "
                        "machine's GEMM peak, ratios against timm / PyG references; writes RESULTS.md and RESULTS.json")
     p.add_argument("pattern", nargs="?", default="*", help="globs over family names, comma-separated, e.g. "
                    "'vit_*,gat' (default: all)")

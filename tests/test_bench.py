@@ -5,10 +5,17 @@ from hub.bench import family_recipes, gemm_peak
 from hub.cli import main
 
 
-def test_family_recipes_skip_gpu_variants(repo):
-    recipes = family_recipes(repo / "recipes")
-    assert recipes["vit_digits"].name == "quickstart.yaml"
-    assert not any(path.stem.endswith("_gpu") for path in recipes.values())
+def test_family_recipes_prefer_cpu_then_gpu_then_a_sibling_family(repo, tmp_path):
+    from hub.registry import list_models
+
+    for name in ("a_gpu", "b"):
+        (tmp_path / f"{name}.yaml").write_text("model: {name: vit_digits}\n")
+    assert family_recipes(tmp_path, ["vit_digits"]) == {"vit_digits": (tmp_path / "b.yaml", "own CPU recipe")}
+    recipes = family_recipes(repo / "recipes", list_models())
+    assert recipes["vit_digits"] == (repo / "recipes" / "quickstart.yaml", "own CPU recipe")
+    assert recipes["vit_tiny_patch4_32"] == (repo / "recipes/vision/vit_tiny_cifar10_gpu.yaml", "own GPU recipe, fp32")
+    assert recipes["ast_base"] == (repo / "recipes/audio/ast_tiny_fsdd.yaml", "ast_tiny's recipe")
+    assert set(recipes) == set(list_models()), "every registered family has a recipe to be measured with"
 
 
 def test_bench_writes_a_row_with_flops_throughput_and_reference(repo, tmp_path, capsys):
@@ -21,7 +28,7 @@ def test_bench_writes_a_row_with_flops_throughput_and_reference(repo, tmp_path, 
     assert row["train_items_per_s"] > 0 and row["reference"] == "the same timm module, bare loop"
     assert report["machine"]["gemm_peak_gflop_per_s"] > 0.1
     text = (tmp_path / "RESULTS.md").read_text()
-    assert "| vit_digits | classification | 136,138 |" in text and "import hub" in text
+    assert "| vit_digits | quickstart | classification | 136,138 |" in text and "import hub" in text
 
 
 def test_gemm_peak_is_positive():
