@@ -20,7 +20,8 @@ class PretrainedCfg:
     """Everything needed to rebuild, verify and trust a trained model.
 
     ``file`` is relative to the card's folder; ``url`` is used when the file is not there.
-    ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds.
+    ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds. ``calibration`` holds
+    the temperature that ``predict`` divides the logits by, when ``attnhub calibrate`` fitted one.
     """
 
     name: str
@@ -38,6 +39,7 @@ class PretrainedCfg:
     metrics: dict[str, Any] = field(default_factory=dict)
     paper: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    calibration: dict[str, Any] = field(default_factory=dict)  # hub.calibration: temperature and its figures
     card_dir: str = ""  # where the card was read from; not written
 
     @property

@@ -118,6 +118,13 @@ def cmd_finetune(args) -> int:
     return 0
 
 
+def cmd_calibrate(args) -> int:
+    from hub.calibration import calibrate, format_report
+
+    print(format_report(calibrate(args.name, args.overrides, alpha=args.alpha, progress=not args.no_progress)))
+    return 0
+
+
 def cmd_eval(args) -> int:
     from hub.training import evaluate
 
@@ -126,14 +133,15 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def _prediction_cells(logits, regression: bool, k: int, labels: list[str]) -> tuple[list[str], list[list[str]]]:
+def _prediction_cells(logits, regression: bool, k: int, labels: list[str],
+                      temperature: float = 1.0) -> tuple[list[str], list[list[str]]]:
     """CSV header and, per input, the cells after its name: the outputs of a regression model, else the
-    top-k classes with their probabilities."""
+    top-k classes with their probabilities (of ``logits / temperature``: calibrated when the card has one)."""
     if regression:
         values = logits.float().reshape(logits.shape[0], -1)  # (B, outputs)
         return ([f"output_{i}" for i in range(values.shape[1])],
                 [[f"{v:.6f}" for v in row] for row in values.tolist()])
-    probs = logits.float().softmax(-1)
+    probs = (logits.float() / temperature).softmax(-1)
     top = probs.topk(min(k, probs.shape[-1]), dim=-1)
     header = [c for i in range(1, top.indices.shape[1] + 1) for c in (f"class_{i}", f"prob_{i}")]
     rows = [[cell for i, p in zip(indices, values) for cell in (labels[i], f"{p:.6f}")]
@@ -161,7 +169,7 @@ def _predict_table(args, model, card) -> int:
                 if regression:
                     cells = [[f"{v:.6g}"] for v in outputs.float().reshape(-1).tolist()]
                 else:
-                    probs = outputs.float().softmax(-1)
+                    probs = (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
                     cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
                 if count == 0:  # after the first batch, so a table that does not fit leaves no header behind
                     writer.writerow(header)
@@ -200,7 +208,8 @@ def cmd_predict(args) -> int:
         with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
                                           file=sys.stderr) as bar:
             for names, logits in predict_logits(card, model, args.files, args.batch_size):
-                header, rows = _prediction_cells(logits, regression, args.top_k, labels)
+                header, rows = _prediction_cells(logits, regression, args.top_k, labels,
+                                                 card.calibration.get("temperature", 1.0))
                 if writer and not wrote_header:  # tqdm does not count when disabled, so keep a flag
                     writer.writerow(["file", *header])
                     wrote_header = True
@@ -288,6 +297,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="data overrides, e.g. data.args.batch_size=256")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("calibrate", help="temperature scaling, calibration error and trust scores of a classifier: "
+                       "fitted on its validation split, measured on its test split; a run folder keeps the "
+                       "temperature in its card (predict then gives calibrated probabilities)")
+    p.add_argument("name", help="pretrained tag or run folder of a classifier")
+    p.add_argument("overrides", nargs="*", help="data overrides, e.g. data.args.batch_size=256")
+    p.add_argument("--alpha", type=float, default=0.0, help="trust score's density filter: the fraction of each "
+                   "class's reference points dropped as outliers (by the distance to their 10th neighbour; default 0)")
+    p.add_argument("--no-progress", **no_progress)
+    p.set_defaults(fn=cmd_calibrate)
 
     p = sub.add_parser("predict", help="predict files, one line per file: name, then top-k classes and probabilities "
                        "(regression models: the predicted values)")
