@@ -139,9 +139,9 @@ class _PeakRSS:
         return (self.peak - self.start) / 2**20
 
 
-def timed(fns: list, steps: int, warmup: int, device: str) -> list[float]:
-    """Median seconds per call of each function; calls interleaved round by round, so a change in the
-    machine's load during the run falls on all of them alike."""
+def timed(fns: list, steps: int, warmup: int, device: str) -> list[list[float]]:
+    """Seconds of each call of each function (one list per function); calls interleaved round by round,
+    so a change in the machine's load during the run falls on all of them alike."""
     for _ in range(warmup):
         for fn in fns:
             fn()
@@ -153,7 +153,7 @@ def timed(fns: list, steps: int, warmup: int, device: str) -> list[float]:
             fn()
             _sync(device)
             log.append(time.perf_counter() - start)
-    return [statistics.median(log) for log in times]
+    return times
 
 
 def _reference(family: str, model: torch.nn.Module, batch, task) -> tuple[str, Any] | None:
@@ -266,9 +266,10 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     train_flops = counter.get_total_flops()
 
     reference = _reference(recipe.model.name, model, batch, task)
-    train_time, *reference_time = timed([train_step, *([reference[1]] if reference else [])], steps, warmup, device)
+    train_times, *reference_times = timed([train_step, *([reference[1]] if reference else [])], steps, warmup, device)
+    train_time = statistics.median(train_times)
     model.eval()
-    (infer_time,) = timed([infer_step], steps, warmup, device)
+    infer_time = statistics.median(timed([infer_step], steps, warmup, device)[0])
     model.train()
     result = {
         "family": recipe.model.name, "recipe": str(recipe_path), "task": datamodule.task,
@@ -279,7 +280,9 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     }
     if reference is not None:
         result["reference"] = reference[0]
-        result["reference_train_items_per_s"] = items / reference_time[0]
+        result["reference_train_items_per_s"] = items / statistics.median(reference_times[0])
+        # the ratio of each round's adjacent pair of steps, then the median: load drift cancels within a pair
+        result["speed_ratio"] = statistics.median(r / t for t, r in zip(train_times, reference_times[0]))
     return result
 
 
@@ -303,8 +306,7 @@ def _format_table(results: list[dict[str, Any]], peak: float) -> list[str]:
         if "error" in r:
             lines.append(f"| {r['family']} | {recipe} | | | | | | | | | | failed: {r['error']} | |")
             continue
-        ratio = (f"{r['train_items_per_s'] / r['reference_train_items_per_s']:.2f}x"
-                 if "reference_train_items_per_s" in r else "")
+        ratio = f"{r['speed_ratio']:.2f}x" if "speed_ratio" in r else ""
         lines.append(
             f"| {r['family']} | {recipe} | {r['task']} | {r['params']:,} | {r['forward_flops_per_item'] / 1e6:.2f} | "
             f"{r['items_per_batch']} | {r['train_items_per_s']:.1f} | {r['infer_items_per_s']:.1f} | "
@@ -366,7 +368,9 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
         "Items are what the task counts (images, nodes, patients, windows). Peak memory: growth of the resident "
         "set during the first training step (activations, gradients, optimizer state). FLOPs are counted by "
         "`FlopCounterMode`, which counts a sparse-times-dense product as dense (GAT's bag-of-words input), so "
-        "the % of peak of such models is overstated. References run in the same process; ratio > 1: ours is faster.", "",
+        "the % of peak of such models is overstated. References run in the same process, their steps alternating "
+        "with ours; the ratio is the median over rounds of (reference step time / our step time): > 1, ours is "
+        "faster.", "",
         *_format_table(results, peak), "",
         f"Not measured (no recipe in {recipes_dir} for them or a family of their module): "
         f"{', '.join(unmeasured) or 'none'}.", "",
