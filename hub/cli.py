@@ -325,8 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "variables")
     p.add_argument("name", help="pretrained tag or run folder")
     p.add_argument("inputs", nargs="*", help="what to explain: image or audio files; node ids (graph models); test "
-                   "unit numbers (RUL models); a split (TESTAM); a number of test stays (TFCAM). Default for the "
-                   "last four: a sample of the card's test data")
+                   "unit numbers (RUL models); a split (TESTAM); a number of test stays (TFCAM). Default for images "
+                   "and the last four: a sample of the card's test data")
     p.add_argument("--data", help="graph models: a graph folder (nodes.csv, edges.csv) the node ids refer to "
                    "(default: the card's dataset)")
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")

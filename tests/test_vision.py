@@ -82,6 +82,8 @@ def test_vit_rollout_and_explain_cli(tmp_path, capsys):
     Image.fromarray(np.round(load_digits().images[7] * 255 / 16).astype(np.uint8), mode="L").save(path)
     assert main(["explain", "vit_digits.sklearn", str(path), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "seven_explain.png").stat().st_size > 1000
+    assert main(["explain", "vit_digits.sklearn", "--out", str(tmp_path / "test")]) == 0  # no files: the test split
+    assert sorted(p.name for p in (tmp_path / "test").iterdir()) == [f"test{i}_explain.png" for i in range(4)]
 
 
 @pytest.mark.parametrize("channels,augment", [(1, "light"), (3, "light"), (3, "randaugment"), (1, "randaugment")])

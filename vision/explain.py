@@ -15,7 +15,7 @@ from timm.models.vision_transformer import VisionTransformer
 
 from hub.attention.cbam import CBAM
 from hub.adapters import register_explain_adapter
-from hub.errors import DataError, HubError
+from hub.errors import HubError
 from hub.plotting import save_figure
 
 
@@ -102,17 +102,24 @@ def save_overlay(image: torch.Tensor, heatmap: torch.Tensor, path: str | Path, t
 
 @register_explain_adapter("image")
 def explain_image_files(card, model, inputs: list[str], out_dir: Path):
-    """``attnhub explain NAME IMAGE...``: one overlay per image, titled with the predicted class."""
+    """``attnhub explain NAME [IMAGE...]``: one overlay per image, titled with the predicted class; without
+    files, the first four images of the card's test split (titled with their true class too)."""
     from vision.datasets import read_image
 
-    if not inputs:
-        raise DataError(f"give the image files to explain, e.g. attnhub explain {card.name} photo.png")
-    for file in inputs:
-        image = read_image(file, card.input_spec)
+    if inputs:
+        samples = [(Path(file).stem, Path(file).name, read_image(file, card.input_spec)) for file in inputs]
+    else:
+        from hub.training import card_data
+
+        test_set = card_data(card).test_set
+        names = card.label_names or [str(i) for i in range(10_000)]
+        samples = [(f"test{i}", f"test item {i}, true {names[int(test_set[i][1])]}", test_set[i][0])
+                   for i in range(min(4, len(test_set)))]
+    for stem, title, image in samples:
         heatmap = explain_image(model, image.unsqueeze(0))[0]
         with torch.no_grad():
             probs = model(image.unsqueeze(0)).softmax(-1)[0]
         label = card.label_names[int(probs.argmax())] if card.label_names else str(int(probs.argmax()))
-        path = Path(out_dir) / f"{Path(file).stem}_explain.png"
-        save_overlay(image, heatmap, path, f"{Path(file).name}: {label} ({float(probs.max()):.2f})")
+        path = Path(out_dir) / f"{stem}_explain.png"
+        save_overlay(image, heatmap, path, f"{title}: {label} ({float(probs.max()):.2f})")
         yield path
