@@ -15,7 +15,11 @@ def test_family_recipes_prefer_cpu_then_gpu_then_a_sibling_family(repo, tmp_path
     assert recipes["vit_digits"] == (repo / "recipes" / "quickstart.yaml", "own CPU recipe")
     assert recipes["vit_tiny_patch4_32"] == (repo / "recipes/vision/vit_tiny_cifar10_gpu.yaml", "own GPU recipe, fp32")
     assert recipes["ast_base"] == (repo / "recipes/audio/ast_tiny_fsdd.yaml", "ast_tiny's recipe")
-    assert set(recipes) == set(list_models()), "every registered family has a recipe to be measured with"
+    from hub.registry import get_model_entry
+
+    packages = ("hub", "vision", "graph", "audio", "tabular", "medical", "timeseries")  # not families tests add
+    ours = {f for f in list_models() if get_model_entry(f).builder.__module__.split(".")[0] in packages}
+    assert ours <= set(recipes), "every registered family has a recipe to be measured with"
 
 
 def test_bench_writes_a_row_with_flops_throughput_and_reference(repo, tmp_path, capsys):
