@@ -117,10 +117,11 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
     from sklearn.model_selection import train_test_split
 
     labels = np.asarray(labels)
+    where = f"{source}: " if source else ""
     counts = np.bincount(labels) if labels.dtype.kind in "iu" else None
     if counts is not None and (counts[counts > 0] < len(fractions)).any():
         rare = [int(c) for c in np.flatnonzero((counts > 0) & (counts < len(fractions)))]
-        raise DataError(f"{source + ': ' if source else ''}classes {rare} have fewer than {len(fractions)} samples: cannot make a stratified "
+        raise DataError(f"{where}classes {rare} have fewer than {len(fractions)} samples: cannot make a stratified "
                         f"{'/'.join(str(f) for f in fractions)} split")
     index = np.arange(len(labels))
     parts = []
@@ -130,7 +131,7 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
             take, index = train_test_split(index, train_size=fraction / remaining, stratify=labels[index],
                                            random_state=seed)
         except ValueError as err:  # a part smaller than the number of classes
-            raise DataError(f"{source + ': ' if source else ''}{len(labels)} samples of {len(np.unique(labels))} classes are too few for a stratified "
+            raise DataError(f"{where}{len(labels)} samples of {len(np.unique(labels))} classes are too few for a stratified "
                             f"{'/'.join(str(f) for f in fractions)} split ({err}); add samples") from None
         parts.append(np.sort(take))
         remaining -= fraction

@@ -17,7 +17,7 @@ the known one; the restricted unpickler keeps a user's own ``adj_mx.pkl`` from r
 """
 from __future__ import annotations
 
-import pickle
+import pickle  # only for DCRNN's legacy adj_mx.pkl: sha256-checked, then a restricted unpickler (see above)
 from pathlib import Path
 
 import numpy as np
