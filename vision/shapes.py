@@ -1,0 +1,124 @@
+"""Multi-object scenes that the package generates, for unsupervised object discovery (Slot Attention).
+
+In the spirit of Multi-dSprites (Burgess et al., 2019; the Slot Attention paper's benchmark): 2 to 6
+sprites (squares, ellipses, hearts) of random colour, scale, rotation and position, painted one over
+another (later sprites occlude earlier ones) on a uniform grey background of random brightness. Every
+scene comes with its instance mask (0 = background, 1..n = sprites in painting order; a fully occluded
+sprite leaves no pixels).
+
+Scenes are drawn from ``(split seed, split, index)`` alone, so a split is the same on every machine and
+nothing is downloaded or stored: the data is the generator.
+
+>>> image, mask = render_scene(np.random.default_rng(0))
+>>> image.shape, mask.shape, int(mask.max()) >= 1
+((3, 64, 64), (64, 64), True)
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from hub.data import HubDataModule
+from hub.errors import DataError
+from hub.registry import register_dataset
+from vision.datasets import image_spec
+
+SHAPES = ("square", "ellipse", "heart")
+SPLIT_OFFSETS = {"train": 0, "val": 1, "test": 2}
+
+
+def _sprite(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Inside-test of a unit sprite in its own frame (u right, v up, both in [-1, 1])."""
+    if shape == "square":
+        return (np.abs(u) <= 0.8) & (np.abs(v) <= 0.8)
+    if shape == "ellipse":
+        return (u / 1.0) ** 2 + (v / 0.6) ** 2 <= 1.0
+    x, y = u * 1.25, v * 1.25 + 0.15  # heart: (x^2 + y^2 - 1)^3 <= x^2 y^3, scaled to fill the unit box
+    return (x ** 2 + y ** 2 - 1) ** 3 - x ** 2 * y ** 3 <= 0
+
+
+def render_scene(rng: np.random.Generator, size: int = 64, min_objects: int = 2,
+                 max_objects: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """One scene: ``image`` (3, size, size) float32 in [0, 1] and ``mask`` (size, size) int64."""
+    coords = (np.arange(size, dtype=np.float32) + 0.5) / size  # pixel centres in (0, 1)
+    py, px = np.meshgrid(coords, coords, indexing="ij")
+    image = np.empty((3, size, size), dtype=np.float32)
+    image[:] = rng.uniform(0.0, 0.6)  # grey background
+    mask = np.zeros((size, size), dtype=np.int64)
+    for obj in range(1, int(rng.integers(min_objects, max_objects + 1)) + 1):
+        shape = SHAPES[int(rng.integers(len(SHAPES)))]
+        scale = rng.uniform(0.09, 0.17)  # half-width as a fraction of the image
+        cy, cx = rng.uniform(scale, 1 - scale, size=2)
+        angle = rng.uniform(0, 2 * np.pi)
+        dx, dy = (px - cx) / scale, (cy - py) / scale  # v points up
+        u = np.cos(angle) * dx + np.sin(angle) * dy
+        v = -np.sin(angle) * dx + np.cos(angle) * dy
+        inside = _sprite(shape, u, v)
+        colour = rng.uniform(0, 1, size=3)
+        colour[rng.integers(3)] = 1.0  # saturated colours stand out from the grey background
+        image[:, inside] = colour[:, None].astype(np.float32)
+        mask[inside] = obj
+    return image, mask
+
+
+class MultiShapes(Dataset):
+    """``length`` generated scenes of one split: items are ``(image (3, H, W) normalised to [-1, 1], mask (H, W))``."""
+
+    def __init__(self, length: int, split: str, split_seed: int = 0, size: int = 64, min_objects: int = 2,
+                 max_objects: int = 6):
+        self.length, self.split, self.split_seed = length, split, split_seed
+        self.size, self.min_objects, self.max_objects = size, min_objects, max_objects
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        if not 0 <= index < self.length:
+            raise IndexError(f"scene {index} of a {self.length}-scene split")
+        rng = np.random.default_rng([self.split_seed, SPLIT_OFFSETS[self.split], index])
+        image, mask = render_scene(rng, self.size, self.min_objects, self.max_objects)
+        return torch.from_numpy(image) * 2 - 1, torch.from_numpy(mask)
+
+
+class MultiShapesData(HubDataModule):
+    """Generated multi-object scenes for object discovery (task ``object_discovery``: no labels; the
+    instance masks are only used to score the slots' masks)."""
+
+    task = "object_discovery"
+
+    def __init__(self, train_size: int = 20_000, val_size: int = 500, test_size: int = 1_000, size: int = 64,
+                 min_objects: int = 2, max_objects: int = 6, split_seed: int = 0, batch_size: int = 64,
+                 num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        if not 1 <= min_objects <= max_objects:
+            raise DataError(f"data.args needs 1 <= min_objects <= max_objects, got {min_objects} and {max_objects}")
+        if size < 16:
+            raise DataError(f"data.args.size must be at least 16 pixels, got {size}")
+        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.scene = {"size": size, "min_objects": min_objects, "max_objects": max_objects, "split_seed": split_seed}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        self.train_set, self.val_set, self.test_set = (MultiShapes(self.sizes[s], s, **self.scene)
+                                                        for s in ("train", "val", "test"))
+        size = self.scene["size"]
+        self.input_spec = {**image_spec(size, size, 3, [0.5] * 3, [0.5] * 3), "kind": "scene"}
+        self.info = {"source": "generated by vision.shapes.render_scene (2-6 sprites per scene, Multi-dSprites-like)",
+                     "license": "generated data, no licence needed", "sizes": list(self.sizes.values())}
+
+    def task_args(self):
+        return {}
+
+    def model_args(self):
+        return {"img_size": self.scene["size"]}
+
+
+@register_dataset(task="object_discovery")
+def multi_shapes(train_size: int = 20_000, val_size: int = 500, test_size: int = 1_000, size: int = 64,
+                 min_objects: int = 2, max_objects: int = 6, split_seed: int = 0, batch_size: int = 64,
+                 num_workers: int = 0, seed: int = 0) -> MultiShapesData:
+    """Generated scenes of 2-6 coloured sprites on grey (Multi-dSprites-like), with instance masks for scoring."""
+    return MultiShapesData(train_size, val_size, test_size, size, min_objects, max_objects, split_seed, batch_size,
+                           num_workers, seed)
