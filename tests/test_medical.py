@@ -153,11 +153,12 @@ def test_shipped_weight_reproduces_its_card():
     assert card.input_spec["genes"] == ["MKI67", "EGFR", "PGR", "ERBB2"]
 
 
-def test_shipped_breastmnist_classifier_reproduces_its_card_and_is_calibrated():
+@pytest.mark.parametrize("name", ["resnet_cbam_micro_32.breastmnist", "vit_micro_patch4_32.breastmnist"])
+def test_shipped_breastmnist_classifiers_reproduce_their_cards_and_are_calibrated(name):
     from hub.training import evaluate
 
-    card = hub.model_card("resnet_cbam_micro_32.breastmnist")
-    measured = evaluate("resnet_cbam_micro_32.breastmnist", progress=False)
+    card = hub.model_card(name)
+    measured = evaluate(name, progress=False)
     assert measured["test/auroc"] == pytest.approx(card.metrics["test/auroc"]["values"][0], abs=1e-4)
     assert card.label_names == ["malignant", "normal_or_benign"] and card.calibration["temperature"] > 0
 

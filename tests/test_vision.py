@@ -117,3 +117,15 @@ def test_image_folder_training_augmentation_is_timms_and_seeded(tmp_path, channe
     assert torch.equal(torch.get_rng_state(), state) and random.getstate() == py_state
     with pytest.raises(DataError, match="augment must be one of"):
         image_folder(str(tmp_path), 16, 16, channels, mean, std, augment="heavy")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in hub.list_models(pretrained=True) if n.endswith(".cifar10")])
+def test_shipped_cifar10_weights_reproduce_their_cards(name):
+    """The shipped CIFAR-10 classifiers score on the full 10k test set what their cards say."""
+    from hub.training import evaluate
+
+    card = hub.model_card(name)
+    measured = evaluate(name, progress=False)
+    assert measured["test/acc"] == pytest.approx(card.metrics["test/acc"]["values"][0], abs=1e-4)
+    assert card.label_names[:2] == ["airplane", "automobile"]
