@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 
 from hub.bench import run  # noqa: E402
 
-VISION = "vit_*,coat_*,halonet*,resnet_cbam*"
+VISION = "vit_*,coat_*,halonet*,resnet_cbam*,slot_*"
 
 if __name__ == "__main__":
     print(run(VISION, recipes_dir=str(ROOT / "recipes"), out_dir=str(ROOT / "benchmarks"), report="vision"))
