@@ -106,8 +106,17 @@ def load_state_dict(path: str | os.PathLike, sha256: str | None) -> dict[str, to
 
 def save_state_dict(state_dict: Mapping[str, torch.Tensor], path: str | os.PathLike,
                     metadata: dict[str, str] | None = None) -> str:
-    """Write a state dict as safetensors atomically; returns the file's sha256."""
-    tensors = {k: v.detach().cpu().contiguous() for k, v in state_dict.items()}
+    """Write a state dict as safetensors atomically; returns the file's sha256.
+
+    Tensors that share memory (timm's CoaT reuses one convolution under several names) are written
+    once per name: safetensors refuses aliases, and a copy per name keeps every key loadable strictly.
+    """
+    tensors, seen = {}, set()
+    for key, value in state_dict.items():
+        value = value.detach().cpu().contiguous()
+        storage = value.untyped_storage().data_ptr()
+        tensors[key] = value.clone() if storage in seen else value
+        seen.add(storage)
     data = safetensors_save(tensors, metadata=metadata)
     atomic_write_bytes(path, data)
     return sha256_bytes(data)

@@ -81,6 +81,19 @@ def test_safetensors_roundtrip(tmp_path):
     assert not list(tmp_path.glob(".*tmp"))
 
 
+def test_shared_tensors_are_saved_under_every_name(tmp_path):
+    """timm's CoaT reuses modules under several names; its weights save and load back strictly."""
+    model = hub.create_model("coat_lite_micro_32", num_classes=3)
+    state = model.state_dict()
+    assert len({v.untyped_storage().data_ptr() for v in state.values()}) < len(state)  # the aliases exist
+    sha = save_state_dict(state, tmp_path / "coat.safetensors")
+    loaded = load_state_dict(tmp_path / "coat.safetensors", sha)
+    fresh = hub.create_model("coat_lite_micro_32", num_classes=3)
+    apply_state_dict(fresh, loaded)
+    x = torch.randn(2, 3, 32, 32)
+    assert torch.allclose(fresh.eval()(x), model.eval()(x))
+
+
 class _Payload:
     def __init__(self, marker: str):
         self.marker = marker
