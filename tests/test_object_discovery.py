@@ -128,3 +128,11 @@ def test_recipe_trains_and_explain_draws_slots(tmp_path):
     assert card.input_spec["kind"] == "scene" and 0 <= card.metrics["test/fg_ari"]["mean"] <= 1
     assert main(["explain", str(run), "--out", str(tmp_path / "fig")]) == 0
     assert len(list((tmp_path / "fig").glob("scene*_slots.png"))) == 4
+
+
+def test_shipped_weights_reproduce_their_card():
+    from hub.training import evaluate
+
+    card = hub.model_card("slot_autoencoder_micro_64.shapes")
+    measured = evaluate("slot_autoencoder_micro_64.shapes", progress=False)
+    assert measured["test/fg_ari"] == pytest.approx(card.metrics["test/fg_ari"]["values"][0], abs=1e-4)
