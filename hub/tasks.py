@@ -37,10 +37,13 @@ def call_model(model: torch.nn.Module, x) -> torch.Tensor:
 
 
 class Task:
-    """Base class. ``monitor``/``mode`` pick the best checkpoint; ``step`` returns (loss, preds, target)."""
+    """Base class. ``monitor``/``mode`` pick the best checkpoint; ``step`` returns (loss, preds, target).
+    ``metrics_in_training = False`` skips the metrics on training batches (the loss is still logged), for
+    metrics that cost much next to a step."""
 
     monitor = "val/loss"
     mode = "min"
+    metrics_in_training = True
 
     def metrics(self) -> torchmetrics.MetricCollection:
         raise NotImplementedError

@@ -80,12 +80,13 @@ class HubModule(pl.LightningModule):
 
     def _step(self, batch, stage: str):
         loss, preds, target = self.task.step(self.model, batch, stage)
-        metrics = getattr(self, f"{stage}_metrics")
-        metrics.update(preds, target)
         batch_size = self.task.batch_size(batch)
         self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True,
                  batch_size=batch_size, sync_dist=stage != "train")
-        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage != "train", batch_size=batch_size)
+        if stage != "train" or self.task.metrics_in_training:
+            metrics = getattr(self, f"{stage}_metrics")
+            metrics.update(preds, target)
+            self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage != "train", batch_size=batch_size)
         return loss
 
     def training_step(self, batch, batch_idx):

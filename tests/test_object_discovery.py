@@ -126,6 +126,8 @@ def test_recipe_trains_and_explain_draws_slots(tmp_path):
                      "data.args.test_size=16", "data.args.batch_size=16", f"output_dir={tmp_path}"], progress=False)
     card = hub.model_card(str(run))
     assert card.input_spec["kind"] == "scene" and 0 <= card.metrics["test/fg_ari"]["mean"] <= 1
+    header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "val/fg_ari" in header and "train/loss" in header and "train/fg_ari" not in header  # not scored in training
     assert main(["explain", str(run), "--out", str(tmp_path / "fig")]) == 0
     assert len(list((tmp_path / "fig").glob("scene*_slots.png"))) == 4
 
