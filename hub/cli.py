@@ -282,8 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "train from scratch on a CSV)")
     p.add_argument("name", help="pretrained tag or run folder to start from; for tabular models also a bare family "
                    "(e.g. tabr), trained from a default recipe")
-    p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class), a CSV table "
-                   "with a header (tabular models; split 70/15/15 automatically), ...")
+    p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class; for slot "
+                   "autoencoders any folder of unlabelled images, split 80/10/10), a CSV table with a header (tabular "
+                   "models; split 70/15/15 automatically), ...")
     p.add_argument("--target", help="tables: the column to predict (default: the pretrained card's target)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"),
                    help="tables: the kind of target (default auto: text or few whole numbers = classes, else regression)")

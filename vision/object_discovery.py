@@ -1,5 +1,6 @@
 """Object discovery: the task that trains a slot autoencoder by reconstruction, its metric (foreground
-ARI, as the Slot Attention paper scores its masks), and the figure of scene, reconstruction and slots.
+ARI, as the Slot Attention paper scores its masks), the figure of scene, reconstruction and slots, and the
+user's folder of unlabelled images for ``attnhub finetune slot_autoencoder_micro_64.shapes --data DIR``.
 
 >>> metric = ForegroundARI()
 >>> metric.update(torch.tensor([[[0, 5, 5, 7]]]), torch.tensor([[[0, 1, 1, 2]]]))
@@ -15,8 +16,11 @@ import torch
 import torch.nn.functional as F
 import torchmetrics
 
-from hub.adapters import register_explain_adapter
+from hub.adapters import register_explain_adapter, register_finetune_adapter
+from hub.data import HubDataModule
+from hub.errors import DataError
 from hub.plotting import save_figure
+from hub.registry import register_dataset
 from hub.tasks import Task, register_task
 
 
@@ -60,8 +64,15 @@ class ObjectDiscoveryTask(Task):
     mode = "max"
     metrics_in_training = False
 
+    def __init__(self, scored: bool = True):
+        """``scored=False``: the data has no instance masks (a user's unlabelled images); nothing is scored and
+        the epoch is picked on ``val/loss``."""
+        self.scored = scored
+        if not scored:
+            self.monitor, self.mode = "val/loss", "min"
+
     def metrics(self) -> torchmetrics.MetricCollection:
-        return torchmetrics.MetricCollection({"fg_ari": ForegroundARI()})
+        return torchmetrics.MetricCollection({"fg_ari": ForegroundARI()} if self.scored else {})
 
     def step(self, model, batch, stage):
         images, masks = batch
@@ -129,3 +140,60 @@ def explain_scenes(card, model, inputs: list[str], out_dir: Path):
         path = Path(out_dir) / f"{stem}_slots.png"
         save_slot_figure(image, {k: v[0] for k, v in out.items()}, path, title)
         yield path
+
+
+class SceneFolderData(HubDataModule):
+    """A user's folder of unlabelled images (searched recursively) for fine-tuning a slot autoencoder by
+    reconstruction: resized to ``size`` x ``size`` RGB in [-1, 1] (the model's input), split at random by
+    ``split_seed`` into train/val/test. Items are ``(image, 0)``: there are no instance masks, so the task
+    scores nothing and the epoch is picked on the validation reconstruction loss."""
+
+    task = "object_discovery"
+
+    def __init__(self, root: str, size: int = 64, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
+                 split_seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1):
+        super().__init__(batch_size, num_workers, seed)
+        from vision.datasets import image_spec
+
+        self.root, self.size = Path(root), size
+        self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
+        self.input_spec = {**image_spec(size, size, 3, [0.5] * 3, [0.5] * 3), "kind": "scene"}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        from vision.datasets import IMAGE_SUFFIXES, ImageFiles, read_image
+
+        if not self.root.is_dir():
+            raise DataError(f"image folder {self.root} does not exist or is not a folder")
+        files = sorted(f for f in self.root.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+        num_val, num_test = (max(1, round(len(files) * f)) for f in (self.val_fraction, self.test_fraction))
+        if len(files) < num_val + num_test + 2:
+            raise DataError(f"{self.root} holds {len(files)} images ({', '.join(IMAGE_SUFFIXES)}); fine-tuning a slot "
+                            f"autoencoder needs at least {num_val + num_test + 2} (train, val and test)")
+        read_image(files[0], self.input_spec)  # fail now, not mid-epoch, on an unreadable first file
+        order = np.random.default_rng(self.split_seed).permutation(len(files))
+        parts = np.split(order, [len(files) - num_val - num_test, len(files) - num_test])
+        self.train_set, self.val_set, self.test_set = (
+            ImageFiles([files[i] for i in part], [0] * len(part), self.input_spec) for part in parts)
+        self.info = {"source": str(self.root), "license": "the user's data",
+                     "sizes": [len(part) for part in parts]}
+
+    def task_args(self):
+        return {"scored": False}
+
+    def model_args(self):
+        return {"img_size": self.size}
+
+
+@register_dataset(task="object_discovery")
+def scene_folder(root: str, size: int = 64, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
+                 split_seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1) -> SceneFolderData:
+    """A folder of unlabelled images for slot autoencoders, split at random into train/val/test."""
+    return SceneFolderData(root, size, batch_size, num_workers, seed, split_seed, val_fraction, test_fraction)
+
+
+@register_finetune_adapter("scene")
+def scene_folder_section(card, path: str) -> dict:
+    """``attnhub finetune slot_autoencoder_micro_64.shapes --data DIR``: DIR's images, at the card's size."""
+    return {"name": "scene_folder", "args": {"root": str(path), "size": card.input_spec["height"]}}
