@@ -153,7 +153,8 @@ def test_shipped_weight_reproduces_its_card():
     assert card.input_spec["genes"] == ["MKI67", "EGFR", "PGR", "ERBB2"]
 
 
-@pytest.mark.parametrize("name", ["resnet_cbam_micro_32.breastmnist", "vit_micro_patch4_32.breastmnist"])
+@pytest.mark.parametrize("name", ["resnet_cbam_micro_32.breastmnist", "vit_micro_patch4_32.breastmnist",
+                                  "coat_lite_micro_32.breastmnist"])
 def test_shipped_breastmnist_classifiers_reproduce_their_cards_and_are_calibrated(name):
     from hub.training import evaluate
 
