@@ -299,3 +299,13 @@ def test_physionet2012_folds_are_disjoint_stratified_and_cached(tmp_path, monkey
     assert torch.equal(again.train_set.values, first.train_set.values)
     with pytest.raises(DataError, match="fold must be 0-4"):
         physionet2012(fold=5)
+
+
+@pytest.mark.slow
+def test_shipped_tfcam_reproduces_its_card():
+    from hub.training import evaluate
+
+    card = hub.model_card("tfcam.physionet2012")
+    measured = evaluate("tfcam.physionet2012", progress=False)
+    assert measured["test/auroc"] == pytest.approx(card.metrics["test/auroc"]["values"][0], abs=1e-4)
+    assert card.input_spec["kind"] == "icu_stays"
