@@ -8,6 +8,14 @@ features and an MLP (hidden widths 4l and 2l for an input of width l) predicts. 
 the attention between columns. :class:`ReplacedTokenDetection` and :func:`pretrain` are the paper's
 unsupervised pre-training (replaced token detection) of the embeddings and Transformer on unlabelled rows.
 
+``numeric_embedding`` departs from the paper on one point when it is not ``"layernorm"``: each numeric feature
+goes through the periodic embedding of Gorishniy et al. (NeurIPS 2022, :class:`~tabular.layers.PeriodicEmbeddings`)
+instead of the row-wise LayerNorm, which removes each row's mean and spread over its numeric features:
+``"periodic"`` is PLR-lite (one linear layer shared by the features, as TabR uses), ``"periodic_full"`` the full
+PLR (one linear layer per feature). The categorical path, the Transformer and the MLP are the paper's. On Adult,
+seed 0's validation AUROC was 0.8972 with LayerNorm (the earlier recipe), 0.9164 with PLR-lite and 0.9179 with
+full PLR (both with the present recipe's other settings); the steps are in ``recipes/tabular/tab_transformer_adult.yaml``.
+
 Shapes:
     x_num (B, F), x_cat (B, C) int64 -> logits (B, num_classes); column_attention -> (B, depth, heads, C, C)
 
@@ -23,7 +31,7 @@ from torch import nn
 
 from hub.attention import MultiHeadAttention
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, check_numeric
+from tabular.layers import CategoricalEmbeddings, PeriodicEmbeddings, check_numeric
 
 
 class TransformerBlock(nn.Module):
@@ -46,15 +54,26 @@ class TransformerBlock(nn.Module):
 
 class TabTransformer(nn.Module):
     def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, dim: int, depth: int,
-                 num_heads: int, dropout: float, mlp_dropout: float):
+                 num_heads: int, dropout: float, mlp_dropout: float, numeric_embedding: str = "layernorm",
+                 num_embed_dim: int = 8, frequency_sigma: float = 0.1):
         super().__init__()
+        if numeric_embedding not in ("layernorm", "periodic", "periodic_full"):
+            raise ValueError("numeric_embedding must be 'layernorm', 'periodic' or 'periodic_full', "
+                             f"got {numeric_embedding!r}")
         self.num_numeric, self.num_columns = num_numeric, len(cat_cardinalities)
         column_dim = dim // 8
         self.cat_embed = CategoricalEmbeddings(cat_cardinalities, dim - column_dim)
         self.column_embed = nn.Parameter(torch.randn(self.num_columns, column_dim) * 0.02)
         self.blocks = nn.ModuleList(TransformerBlock(dim, num_heads, dropout) for _ in range(depth))
-        self.num_norm = nn.LayerNorm(num_numeric) if num_numeric else nn.Identity()
-        width = self.num_columns * dim + num_numeric
+        if numeric_embedding.startswith("periodic"):  # PLR(-lite) per numeric feature, flattened: (B, F) -> (B, F * e)
+            self.num_embed = nn.Sequential(PeriodicEmbeddings(num_numeric, num_embed_dim, sigma=frequency_sigma,
+                                                              lite=numeric_embedding == "periodic"),
+                                           nn.Flatten(1))
+            num_width = num_numeric * num_embed_dim
+        else:  # the paper: one LayerNorm over the row's numeric features
+            self.num_embed = nn.LayerNorm(num_numeric) if num_numeric else nn.Identity()
+            num_width = num_numeric
+        width = self.num_columns * dim + num_width
         self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.ReLU(), nn.Dropout(mlp_dropout),
                                  nn.Linear(4 * width, 2 * width), nn.ReLU(), nn.Dropout(mlp_dropout))
         self.num_features = 2 * width
@@ -77,7 +96,7 @@ class TabTransformer(nn.Module):
         if x_cat is None:
             x_cat = x_num.new_zeros(x_num.shape[0], 0, dtype=torch.long)
         x = self.contextual(x_cat).flatten(1)  # (B, C, dim) -> (B, C * dim)
-        return self.mlp(torch.cat([x, self.num_norm(x_num)], -1))  # (B, C * dim + F) -> (B, 2 width)
+        return self.mlp(torch.cat([x, self.num_embed(x_num)], -1))  # (B, C * dim + F') -> (B, 2 width)
 
     def column_attention(self, x_cat: torch.Tensor) -> torch.Tensor:
         """Attention weights between the categorical columns, per layer and head: (B, depth, H, C, C)."""
@@ -148,7 +167,8 @@ def pretrain(model: TabTransformer, x_cat: torch.Tensor, epochs: int = 10, batch
 @register_model(task="tabular")
 def tab_transformer(num_numeric: int = 8, cat_cardinalities: list[int] = (4, 4), num_classes: int = 2,
                     dim: int = 32, depth: int = 3, num_heads: int = 4, dropout: float = 0.1,
-                    mlp_dropout: float = 0.1) -> TabTransformer:
+                    mlp_dropout: float = 0.1, numeric_embedding: str = "layernorm",
+                    num_embed_dim: int = 8, frequency_sigma: float = 0.1) -> TabTransformer:
     """TabTransformer: categorical columns through a Transformer, then an MLP with the numerics."""
     return TabTransformer(num_numeric, list(cat_cardinalities), num_classes, dim, depth, num_heads, dropout,
-                          mlp_dropout)
+                          mlp_dropout, numeric_embedding, num_embed_dim, frequency_sigma)

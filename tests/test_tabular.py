@@ -18,9 +18,13 @@ from hub.testing import assert_overfits, params_without_grad
 from tabular.preprocessing import TabularPreprocessor, read_table
 
 DIMS = dict(num_numeric=3, cat_cardinalities=[4, 5])
-TINY = {"mlp": dict(hidden=16, depth=2, dropout=0.0), "tabm": dict(hidden=16, depth=2, k=4, dropout=0.0),
-        "tab_transformer": dict(dim=16, depth=1, num_heads=2, dropout=0.0, mlp_dropout=0.0),
-        "tabr": dict(dim=16, context_size=3, num_candidates=8, dropout=0.0)}
+_TT = dict(dim=16, depth=1, num_heads=2, dropout=0.0, mlp_dropout=0.0)
+TINY = {  # test id -> (family, tiny arguments)
+    "mlp": ("mlp", dict(hidden=16, depth=2, dropout=0.0)), "tabm": ("tabm", dict(hidden=16, depth=2, k=4, dropout=0.0)),
+    "tab_transformer": ("tab_transformer", _TT),
+    "tab_transformer_periodic": ("tab_transformer", dict(_TT, numeric_embedding="periodic", num_embed_dim=4)),
+    "tab_transformer_periodic_full": ("tab_transformer", dict(_TT, numeric_embedding="periodic_full", num_embed_dim=4)),
+    "tabr": ("tabr", dict(dim=16, context_size=3, num_candidates=8, dropout=0.0))}
 
 
 def _batch(n=8, classes=3, seed=0):
@@ -29,9 +33,10 @@ def _batch(n=8, classes=3, seed=0):
     return {"x_num": x_num, "x_cat": x_cat, "index": torch.arange(n)}, torch.arange(n) % classes
 
 
-def _model(family, classes=3):
+def _model(test_id, classes=3):
     torch.manual_seed(0)
-    model = hub.create_model(family, num_classes=classes, **DIMS, **TINY[family])
+    family, args = TINY[test_id]
+    model = hub.create_model(family, num_classes=classes, **DIMS, **args)
     if family == "tabr":
         inputs, y = _batch(classes=classes)
         model.set_candidates(inputs["x_num"], inputs["x_cat"], y)
@@ -232,3 +237,21 @@ def test_tab_transformer_replaced_token_detection_pretraining_learns():
     before = model.cat_embed.embed.weight.clone()
     history = pretrain(model, x_cat, epochs=15, batch_size=64, lr=3e-3)
     assert history[-1] < 0.8 * history[0] and not torch.equal(before, model.cat_embed.embed.weight)
+
+
+def test_periodic_embeddings_match_a_per_feature_loop():
+    from tabular.layers import PeriodicEmbeddings
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 3)
+    for lite in (True, False):
+        embed = PeriodicEmbeddings(3, 4, num_frequencies=2, sigma=1.0, lite=lite)
+        out = embed(x)
+        assert out.shape == (5, 3, 4)
+        for f in range(3):
+            angles = 2 * torch.pi * embed.frequencies[f] * x[:, f:f + 1]  # (5, 2)
+            periodic = torch.cat([angles.cos(), angles.sin()], -1)  # (5, 4)
+            linear = (lambda p: embed.linear(p)) if lite else (lambda p: p @ embed.weight[f] + embed.bias[f])
+            assert torch.allclose(out[:, f], torch.relu(linear(periodic)), atol=1e-5)
+    with pytest.raises(ValueError, match="numeric_embedding must be"):
+        hub.create_model("tab_transformer", numeric_embedding="bins", **DIMS)
