@@ -326,10 +326,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "variables")
     p.add_argument("name", help="pretrained tag or run folder")
     p.add_argument("inputs", nargs="*", help="what to explain: image or audio files; node ids (graph models); test "
-                   "unit numbers (RUL models); a split (TESTAM); a number of test stays (TFCAM). Default for images "
-                   "and the last four: a sample of the card's test data")
-    p.add_argument("--data", help="graph models: a graph folder (nodes.csv, edges.csv) the node ids refer to "
-                   "(default: the card's dataset)")
+                   "unit numbers (RUL models); a split (TESTAM); a number of test stays (TFCAM); 1-based row numbers "
+                   "(TabTransformer: attention between columns; TabR: the training rows retrieved). Default for "
+                   "images and the last five: a sample of the card's test data")
+    p.add_argument("--data", help="graph models: a graph folder (nodes.csv, edges.csv) the node ids refer to; tabular "
+                   "models: a CSV of raw rows the row numbers refer to (default: the card's dataset)")
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
 

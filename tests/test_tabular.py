@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -255,3 +256,27 @@ def test_periodic_embeddings_match_a_per_feature_loop():
             assert torch.allclose(out[:, f], torch.relu(linear(periodic)), atol=1e-5)
     with pytest.raises(ValueError, match="numeric_embedding must be"):
         hub.create_model("tab_transformer", numeric_embedding="bins", **DIMS)
+
+
+def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):
+    from hub.cli import main
+    from tabular.data import ADULT_COLUMNS, data_file
+
+    assert main(["explain", "tab_transformer.adult", "2", "5", "--out", str(tmp_path)]) == 0
+    figure = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figure == tmp_path / "column_attention.png" and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    raw = pd.read_csv(data_file("adult.test"), header=None, names=ADULT_COLUMNS, skipinitialspace=True, skiprows=1,
+                      nrows=3).drop(columns="income")
+    raw.to_csv(tmp_path / "rows.csv", index=False)
+    assert main(["explain", "tabr.adult", "1", "3", "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path)]) == 0
+    table = list(csv.DictReader(open(tmp_path / "tabr_retrieval.csv")))
+    model = hub.load("tabr.adult")
+    assert len(table) == 2 * model.context_size and {r["row"] for r in table} == {"1", "3"}
+    for row in ("1", "3"):
+        weights = [float(r["weight"]) for r in table if r["row"] == row]
+        assert weights == sorted(weights, reverse=True) and sum(weights) == pytest.approx(1.0, abs=1e-4)
+    assert {r["training_label"] for r in table} <= {"<=50K", ">50K"}
+    assert main(["explain", "tabr.adult", "9", "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path)]) == 2
+    assert "row numbers [9] are outside" in capsys.readouterr().err
+    assert main(["explain", "mlp.adult", "--out", str(tmp_path)]) == 2
+    assert "TabularMLP has no attention to explain" in capsys.readouterr().err
