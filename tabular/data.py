@@ -91,8 +91,17 @@ class TabularData(HubDataModule):
     def __init__(self, target: str, task: str = "auto", numeric: list[str] | None = None,
                  categorical: list[str] | None = None, scaling: str = "quantile", val_fraction: float = 0.15,
                  test_fraction: float = 0.15, split_seed: int = 0, info: dict[str, Any] | None = None,
-                 batch_size: int = 256, num_workers: int = 0, seed: int = 0):
+                 batch_size: int = 256, num_workers: int = 0, seed: int = 0, label_fraction: float = 1.0,
+                 pretrain_epochs: int = 0):
         super().__init__(batch_size, num_workers, seed)
+        if not 0 < label_fraction <= 1 or pretrain_epochs < 0:
+            raise DataError(f"expected 0 < data.args.label_fraction <= 1 and data.args.pretrain_epochs >= 0, got "
+                            f"{label_fraction} and {pretrain_epochs}")
+        # The semi-supervised setting of the TabTransformer paper: only a stratified label_fraction of the training
+        # rows keep their labels; pretrain_epochs of replaced token detection run first on every training row.
+        self.label_fraction, self.pretrain_epochs = label_fraction, pretrain_epochs
+        self.pretrain_x_cat: torch.Tensor | None = None
+        self._pretrained = False
         self.target, self.task_kind, self.scaling = target, task, scaling
         self.numeric, self.categorical = numeric, categorical
         self.val_fraction, self.test_fraction, self.split_seed = val_fraction, test_fraction, split_seed
@@ -138,8 +147,13 @@ class TabularData(HubDataModule):
         else:
             train, val, test = self._split(loaded, (1 - self.val_fraction - self.test_fraction, self.val_fraction,
                                                     self.test_fraction))
-        self.frames = {"train": train, "val": val, "test": test}
         pre = TabularPreprocessor.fit(train, self.target, self.task_kind, self.numeric, self.categorical, self.scaling)
+        self.pretrain_x_cat = torch.as_tensor(pre.transform(train)[1])  # every training row, labels unused
+        unlabelled = 0
+        if self.label_fraction < 1:
+            kept = self._split(train, (self.label_fraction, 1 - self.label_fraction))[0]
+            train, unlabelled = kept, len(train) - len(kept)
+        self.frames = {"train": train, "val": val, "test": test}
         self.preprocessor = pre
         self.task = "regression" if pre.task == "regression" else "classification"
         self.num_classes = pre.num_outputs
@@ -151,6 +165,7 @@ class TabularData(HubDataModule):
         self.train_set, self.val_set, self.test_set = sets["train"], sets["val"], sets["test"]
         self.input_spec = {"kind": "table", "preprocessor": pre.to_dict()}
         self.info = {**self.base_info, "sizes": [len(train), len(val), len(test)],
+                     **({"unlabelled_train_rows": unlabelled} if unlabelled else {}),
                      "split": f"validation {self.val_fraction:.0%}, test "
                               f"{'the published test file' if isinstance(loaded, tuple) else f'{self.test_fraction:.0%}'}, "
                               f"{'stratified by class, ' if pre.task != 'regression' else ''}split_seed={self.split_seed}"}
@@ -164,6 +179,17 @@ class TabularData(HubDataModule):
         model = getattr(getattr(self.trainer, "lightning_module", None), "model", None) if self.trainer else None
         if hasattr(model, "set_candidates"):  # TabR retrieves from the training rows
             model.set_candidates(self.train_set.x_num, self.train_set.x_cat, self.train_set.y)
+        resumed = getattr(self.trainer, "global_step", 0) > 0  # a resumed run restored its pre-trained weights
+        if self.pretrain_epochs and not self._pretrained and model is not None and not resumed:
+            if not hasattr(model, "contextual"):
+                raise DataError(f"data.args.pretrain_epochs: only tab_transformer has the paper's pre-training "
+                                f"(replaced token detection), not {type(model).__name__}; set it to 0")
+            from tabular.tab_transformer import pretrain
+
+            device = next(model.parameters()).device
+            self.info["pretrain_loss"] = pretrain(model, self.pretrain_x_cat.to(device), self.pretrain_epochs,
+                                                  seed=self.seed)
+            self._pretrained = True
         return super().train_dataloader()
 
 
@@ -249,10 +275,12 @@ def diabetes(batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_se
 
 @register_dataset(task="classification")
 def adult(batch_size: int = 256, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-          scaling: str = "quantile") -> FrameData:
-    """UCI Adult: income >50K (binary); the published adult.test is the test split, validation from adult.data."""
-    return FrameData(_adult, target="income", info=INFO["adult"],
-                     **_common(batch_size, num_workers, seed, split_seed, scaling))
+          scaling: str = "quantile", label_fraction: float = 1.0, pretrain_epochs: int = 0) -> FrameData:
+    """UCI Adult: income >50K (binary); the published adult.test is the test split, validation from adult.data.
+    ``label_fraction`` < 1 keeps the labels of that stratified share of the training rows only;
+    ``pretrain_epochs`` pre-trains a TabTransformer on every training row first (the paper's semi-supervised setting)."""
+    return FrameData(_adult, target="income", info=INFO["adult"], label_fraction=label_fraction,
+                     pretrain_epochs=pretrain_epochs, **_common(batch_size, num_workers, seed, split_seed, scaling))
 
 
 @register_dataset(task="regression")

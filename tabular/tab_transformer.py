@@ -6,7 +6,9 @@ Transformer blocks (post-norm, the hub core's :class:`~hub.attention.MultiHeadAt
 attend to each other; the contextual embeddings, flattened, are concatenated with the layer-normed numeric
 features and an MLP (hidden widths 4l and 2l for an input of width l) predicts. ``column_attention`` returns
 the attention between columns. :class:`ReplacedTokenDetection` and :func:`pretrain` are the paper's
-unsupervised pre-training (replaced token detection) of the embeddings and Transformer on unlabelled rows.
+unsupervised pre-training (replaced token detection) of the embeddings and Transformer on unlabelled rows; a
+recipe runs it with ``data.args.pretrain_epochs`` (and keeps only ``label_fraction`` of the labels, the paper's
+semi-supervised setting: ``recipes/tabular/tab_transformer_adult_semi.yaml``).
 
 ``numeric_embedding`` departs from the paper on one point when it is not ``"layernorm"``: each numeric feature
 goes through the periodic embedding of Gorishniy et al. (NeurIPS 2022, :class:`~tabular.layers.PeriodicEmbeddings`)
@@ -148,9 +150,10 @@ class ReplacedTokenDetection(nn.Module):
 def pretrain(model: TabTransformer, x_cat: torch.Tensor, epochs: int = 10, batch_size: int = 256, lr: float = 1e-3,
              replace_prob: float = 0.3, seed: int = 0) -> list[float]:
     """Pre-train ``model``'s embeddings and Transformer on unlabelled categorical rows (B, C) by replaced token
-    detection; returns the mean loss per epoch. Fine-tune afterwards as usual (e.g. ``model.init_from``)."""
+    detection; returns the mean loss per epoch. Then fine-tune as usual; in a recipe the tabular data module calls
+    this before the first epoch when ``data.args.pretrain_epochs`` > 0."""
     generator = torch.Generator().manual_seed(seed)
-    objective = ReplacedTokenDetection(model, replace_prob).train()
+    objective = ReplacedTokenDetection(model, replace_prob).to(x_cat.device).train()
     optimizer = torch.optim.AdamW(objective.parameters(), lr=lr)
     history = []
     for _ in range(epochs):

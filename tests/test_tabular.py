@@ -280,3 +280,29 @@ def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):
     assert "row numbers [9] are outside" in capsys.readouterr().err
     assert main(["explain", "mlp.adult", "--out", str(tmp_path)]) == 2
     assert "TabularMLP has no attention to explain" in capsys.readouterr().err
+
+
+def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_row():
+    from types import SimpleNamespace
+
+    from tabular.data import adult
+
+    full, semi = adult(label_fraction=1.0), adult(label_fraction=0.05, pretrain_epochs=1, batch_size=512)
+    full.setup(), semi.setup()
+    n = len(full.train_set)
+    assert len(semi.train_set) == pytest.approx(0.05 * n, abs=2) and semi.info["unlabelled_train_rows"] == n - len(semi.train_set)
+    assert len(semi.pretrain_x_cat) == n and len(semi.test_set) == len(full.test_set)
+    assert semi.train_set.y.float().mean().item() == pytest.approx(full.train_set.y.float().mean().item(), abs=0.01)
+    dims = {k: v for k, v in semi.model_args().items() if k != "num_candidates"}  # TabR's only
+    model = hub.create_model("tab_transformer", dim=8, depth=1, num_heads=2, **dims)
+    before = model.cat_embed.embed.weight.detach().clone()
+    semi.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model=model))
+    semi.train_dataloader()
+    assert len(semi.info["pretrain_loss"]) == 1 and not torch.equal(before, model.cat_embed.embed.weight)
+    mlp_data = adult(pretrain_epochs=1)
+    mlp_data.setup()
+    mlp_data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model=hub.create_model("mlp", **dims)))
+    with pytest.raises(DataError, match="only tab_transformer has the paper's pre-training"):
+        mlp_data.train_dataloader()
+    with pytest.raises(DataError, match="label_fraction"):
+        adult(label_fraction=0.0)
