@@ -148,9 +148,10 @@ class TabularData(HubDataModule):
             train, val, test = self._split(loaded, (1 - self.val_fraction - self.test_fraction, self.val_fraction,
                                                     self.test_fraction))
         pre = TabularPreprocessor.fit(train, self.target, self.task_kind, self.numeric, self.categorical, self.scaling)
-        self.pretrain_x_cat = torch.as_tensor(pre.transform(train)[1])  # every training row, labels unused
         unlabelled = 0
         if self.label_fraction < 1:
+            if self.pretrain_epochs:  # every training row's categoricals, labels unused
+                self.pretrain_x_cat = torch.as_tensor(pre.transform(train)[1])
             kept = self._split(train, (self.label_fraction, 1 - self.label_fraction))[0]
             train, unlabelled = kept, len(train) - len(kept)
         self.frames = {"train": train, "val": val, "test": test}
@@ -163,6 +164,8 @@ class TabularData(HubDataModule):
             x_num, x_cat = pre.transform(frame)
             sets[name] = TabularRows(x_num, x_cat, pre.transform_target(frame[self.target]), with_index=name == "train")
         self.train_set, self.val_set, self.test_set = sets["train"], sets["val"], sets["test"]
+        if self.pretrain_epochs and self.pretrain_x_cat is None:  # every row is labelled: pre-train on them
+            self.pretrain_x_cat = self.train_set.x_cat
         self.input_spec = {"kind": "table", "preprocessor": pre.to_dict()}
         self.info = {**self.base_info, "sizes": [len(train), len(val), len(test)],
                      **({"unlabelled_train_rows": unlabelled} if unlabelled else {}),

@@ -291,7 +291,7 @@ def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_
     full.setup(), semi.setup()
     n = len(full.train_set)
     assert len(semi.train_set) == pytest.approx(0.05 * n, abs=2) and semi.info["unlabelled_train_rows"] == n - len(semi.train_set)
-    assert len(semi.pretrain_x_cat) == n and len(semi.test_set) == len(full.test_set)
+    assert len(semi.pretrain_x_cat) == n and len(semi.test_set) == len(full.test_set) and full.pretrain_x_cat is None
     assert semi.train_set.y.float().mean().item() == pytest.approx(full.train_set.y.float().mean().item(), abs=0.01)
     dims = {k: v for k, v in semi.model_args().items() if k != "num_candidates"}  # TabR's only
     model = hub.create_model("tab_transformer", dim=8, depth=1, num_heads=2, **dims)
