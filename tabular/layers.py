@@ -24,6 +24,25 @@ from torch import nn
 from hub.errors import DataError
 
 
+class LinearHeadModel(nn.Module):
+    """The shared tail of tabular models whose head is one linear layer on ``forward_features``: subclasses set
+    ``num_features`` and ``head`` and define ``forward_features(x_num, x_cat)``."""
+
+    num_features: int
+    head: nn.Linear
+
+    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        return features if pre_logits else self.head(features)
+
+    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor | None = None,
+                index: torch.Tensor | None = None) -> torch.Tensor:
+        """``index`` (training rows' ids, used by TabR's retrieval) is accepted for the shared batch format."""
+        return self.forward_head(self.forward_features(x_num, x_cat))
+
+    def reset_classifier(self, num_classes: int) -> None:
+        self.head = nn.Linear(self.num_features, num_classes)
+
+
 class CategoricalEmbeddings(nn.Module):
     def __init__(self, cardinalities: list[int], dim: int):
         super().__init__()

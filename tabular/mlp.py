@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, flat_inputs
+from tabular.layers import CategoricalEmbeddings, LinearHeadModel, flat_inputs
 
 
-class TabularMLP(nn.Module):
+class TabularMLP(LinearHeadModel):
     def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, hidden: int, depth: int,
                  cat_dim: int, dropout: float):
         super().__init__()
@@ -31,17 +31,6 @@ class TabularMLP(nn.Module):
 
     def forward_features(self, x_num: torch.Tensor, x_cat: torch.Tensor | None = None) -> torch.Tensor:
         return self.blocks(flat_inputs(x_num, x_cat, self.num_numeric, self.cat_embed))  # (B, hidden)
-
-    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return features if pre_logits else self.head(features)
-
-    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor | None = None,
-                index: torch.Tensor | None = None) -> torch.Tensor:
-        """``index`` (training rows' ids, used by TabR's retrieval) is accepted for the shared batch format."""
-        return self.forward_head(self.forward_features(x_num, x_cat))
-
-    def reset_classifier(self, num_classes: int) -> None:
-        self.head = nn.Linear(self.num_features, num_classes)
 
 
 @register_model(task="tabular")

@@ -34,7 +34,7 @@ from torch import nn
 
 from hub.attention import MultiHeadAttention
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, PeriodicEmbeddings, check_numeric
+from tabular.layers import CategoricalEmbeddings, LinearHeadModel, PeriodicEmbeddings, check_numeric
 
 
 class TransformerBlock(nn.Module):
@@ -55,7 +55,7 @@ class TransformerBlock(nn.Module):
         return (x, weights) if need_weights else x
 
 
-class TabTransformer(nn.Module):
+class TabTransformer(LinearHeadModel):
     def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, dim: int, depth: int,
                  num_heads: int, dropout: float, mlp_dropout: float, numeric_embedding: str = "layernorm",
                  num_embed_dim: int = 8, frequency_sigma: float = 0.1):
@@ -108,17 +108,6 @@ class TabTransformer(nn.Module):
             x, weights = block(x, need_weights=True)
             maps.append(weights)
         return torch.stack(maps, 1)
-
-    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return features if pre_logits else self.head(features)
-
-    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor | None = None,
-                index: torch.Tensor | None = None) -> torch.Tensor:
-        """``index`` (training rows' ids, used by TabR's retrieval) is accepted for the shared batch format."""
-        return self.forward_head(self.forward_features(x_num, x_cat))
-
-    def reset_classifier(self, num_classes: int) -> None:
-        self.head = nn.Linear(self.num_features, num_classes)
 
 
 class ReplacedTokenDetection(nn.Module):
