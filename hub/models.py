@@ -29,7 +29,10 @@ def create_model(name: str, num_classes: int | None = None, **model_args) -> tor
     unknown = sorted(k for k in model_args if k not in accepted)
     if unknown and not takes_kwargs:
         raise HubError(f"model {entry.name!r} got unknown arguments {unknown}; its arguments: {list(accepted)}")
-    return entry.builder(**model_args)
+    try:
+        return entry.builder(**model_args)
+    except ValueError as err:  # the layers' checks of their arguments: a HubError, so the CLI prints it in one line
+        raise HubError(f"model {entry.name!r}: {err}") from err
 
 
 def _is_run_dir(name: str) -> bool:

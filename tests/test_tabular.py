@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import hub
-from hub.errors import DataError
+from hub.errors import DataError, HubError
 from hub.tasks import create_task
 from hub.testing import assert_overfits, params_without_grad
 from tabular.preprocessing import TabularPreprocessor, read_table
@@ -254,7 +254,7 @@ def test_periodic_embeddings_match_a_per_feature_loop():
             periodic = torch.cat([angles.cos(), angles.sin()], -1)  # (5, 4)
             linear = (lambda p: embed.linear(p)) if lite else (lambda p: p @ embed.weight[f] + embed.bias[f])
             assert torch.allclose(out[:, f], torch.relu(linear(periodic)), atol=1e-5)
-    with pytest.raises(ValueError, match="numeric_embedding must be"):
+    with pytest.raises(HubError, match="model 'tab_transformer': numeric_embedding must be"):
         hub.create_model("tab_transformer", numeric_embedding="bins", **DIMS)
 
 
