@@ -183,6 +183,11 @@ class HubDataModule(pl.LightningDataModule):
     def task_args(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes}
 
+    def callbacks(self) -> list[pl.Callback]:
+        """Lightning callbacks the data brings to training (known after ``setup()``), e.g. a pre-training
+        on its unlabelled rows before the first epoch."""
+        return []
+
     def model_args(self) -> dict[str, Any]:
         """Model builder arguments the data decides (e.g. ``{"in_channels": 1433}``), injected by training
         into builders that accept them; ``num_classes`` is injected the same way."""

@@ -327,7 +327,8 @@ def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes
     )
 
 
-def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, enable_progress: bool = True):
+def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, data_callbacks: list[pl.Callback],
+             enable_progress: bool = True):
     from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
 
     cfg = recipe.trainer
@@ -347,6 +348,7 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, e
         ModelCheckpoint(dirpath=checkpoints, filename="last", monitor=None, save_top_k=1,
                         enable_version_counter=False, every_n_train_steps=cfg.checkpoint_every_n_steps),
         recorder,
+        *data_callbacks,
     ]
     if cfg.early_stopping.patience is not None:
         callbacks.append(EarlyStopping(monitor=JointImprovement.IMPROVED if joint else monitor, mode=mode,
@@ -435,7 +437,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     if recipe.trainer.compile:
         module.model = torch.compile(module.model)
     recorder = RunRecorder(run_dir)
-    trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, progress)
+    trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, datamodule.callbacks(), progress)
     ckpt = str(run_dir / "checkpoints" / "last.ckpt") if resume_dir is not None else None
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
 

@@ -101,7 +101,6 @@ class TabularData(HubDataModule):
         # rows keep their labels; pretrain_epochs of replaced token detection run first on every training row.
         self.label_fraction, self.pretrain_epochs = label_fraction, pretrain_epochs
         self.pretrain_x_cat: torch.Tensor | None = None
-        self._pretrained = False
         self.target, self.task_kind, self.scaling = target, task, scaling
         self.numeric, self.categorical = numeric, categorical
         self.val_fraction, self.test_fraction, self.split_seed = val_fraction, test_fraction, split_seed
@@ -178,21 +177,17 @@ class TabularData(HubDataModule):
         return {"num_classes": pre.num_outputs, "num_numeric": pre.num_numeric,
                 "cat_cardinalities": pre.cat_cardinalities, "num_candidates": len(self.train_set)}
 
+    def callbacks(self):
+        if not self.pretrain_epochs:
+            return []
+        from tabular.tab_transformer import ReplacedTokenPretraining
+
+        return [ReplacedTokenPretraining(self.pretrain_x_cat, self.pretrain_epochs, self.seed)]
+
     def train_dataloader(self):
         model = getattr(getattr(self.trainer, "lightning_module", None), "model", None) if self.trainer else None
         if hasattr(model, "set_candidates"):  # TabR retrieves from the training rows
             model.set_candidates(self.train_set.x_num, self.train_set.x_cat, self.train_set.y)
-        resumed = getattr(self.trainer, "global_step", 0) > 0  # a resumed run restored its pre-trained weights
-        if self.pretrain_epochs and not self._pretrained and model is not None and not resumed:
-            if not hasattr(model, "contextual"):
-                raise DataError(f"data.args.pretrain_epochs: only tab_transformer has the paper's pre-training "
-                                f"(replaced token detection), not {type(model).__name__}; set it to 0")
-            from tabular.tab_transformer import pretrain
-
-            device = next(model.parameters()).device
-            self.info["pretrain_loss"] = pretrain(model, self.pretrain_x_cat.to(device), self.pretrain_epochs,
-                                                  seed=self.seed)
-            self._pretrained = True
         return super().train_dataloader()
 
 

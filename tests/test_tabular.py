@@ -282,6 +282,19 @@ def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):
     assert "TabularMLP has no attention to explain" in capsys.readouterr().err
 
 
+def test_semi_supervised_recipe_pretrains_once_before_the_first_epoch(tmp_path):
+    from hub.training import train
+
+    recipe = Path(__file__).parents[1] / "recipes" / "tabular" / "tab_transformer_adult_semi.yaml"
+    run = train(str(recipe), ["data.args.pretrain_epochs=2", "trainer.max_epochs=1", "trainer.limit_train_batches=2",
+                              "trainer.limit_val_batches=2", f"output_dir={tmp_path}"], progress=False)
+    card = json.loads((run / "card.json").read_text())
+    assert len(card["data"]["pretrain_loss"]) == 2 and card["data"]["unlabelled_train_rows"] > 0
+    with pytest.raises(DataError, match="only tab_transformer has the paper's pre-training"):
+        train(str(recipe), ["model.name=mlp", "model.args={}", "trainer.max_epochs=1", f"output_dir={tmp_path}"],
+              progress=False)
+
+
 def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_row():
     from types import SimpleNamespace
 
@@ -296,13 +309,15 @@ def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_
     dims = {k: v for k, v in semi.model_args().items() if k != "num_candidates"}  # TabR's only
     model = hub.create_model("tab_transformer", dim=8, depth=1, num_heads=2, **dims)
     before = model.cat_embed.embed.weight.detach().clone()
-    semi.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model=model))
-    semi.train_dataloader()
+    assert full.callbacks() == [] and len(semi.callbacks()) == 1
+    pretraining = semi.callbacks()[0]
+    pretraining.setup(None, SimpleNamespace(model=model), "fit")
+    pretraining.on_fit_start(SimpleNamespace(global_step=0, datamodule=semi), SimpleNamespace(model=model))
     assert len(semi.info["pretrain_loss"]) == 1 and not torch.equal(before, model.cat_embed.embed.weight)
-    mlp_data = adult(pretrain_epochs=1)
-    mlp_data.setup()
-    mlp_data.trainer = SimpleNamespace(lightning_module=SimpleNamespace(model=hub.create_model("mlp", **dims)))
+    after = model.cat_embed.embed.weight.detach().clone()
+    pretraining.on_fit_start(SimpleNamespace(global_step=5, datamodule=semi), SimpleNamespace(model=model))
+    assert torch.equal(after, model.cat_embed.embed.weight)  # a resumed run keeps its checkpoint's weights
     with pytest.raises(DataError, match="only tab_transformer has the paper's pre-training"):
-        mlp_data.train_dataloader()
+        pretraining.setup(None, SimpleNamespace(model=hub.create_model("mlp", **dims)), "fit")
     with pytest.raises(DataError, match="label_fraction"):
         adult(label_fraction=0.0)
