@@ -183,9 +183,9 @@ class HubDataModule(pl.LightningDataModule):
     def task_args(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes}
 
-    def callbacks(self) -> list[pl.Callback]:
-        """Lightning callbacks the data brings to training (known after ``setup()``), e.g. a pre-training
-        on its unlabelled rows before the first epoch."""
+    def callbacks(self, model: torch.nn.Module) -> list[pl.Callback]:
+        """Lightning callbacks the data brings to the training of ``model`` (known after ``setup()``), e.g. a
+        pre-training on its unlabelled rows before the first epoch; raises DataError if ``model`` cannot take them."""
         return []
 
     def model_args(self) -> dict[str, Any]:

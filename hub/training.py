@@ -421,6 +421,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     datamodule = build_data(recipe)
     model = build_model(recipe, datamodule)
     task = create_task(datamodule.task, **datamodule.task_args())
+    data_callbacks = datamodule.callbacks(model)
 
     if resume_dir is not None:
         run_dir = resume_dir
@@ -437,7 +438,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     if recipe.trainer.compile:
         module.model = torch.compile(module.model)
     recorder = RunRecorder(run_dir)
-    trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, datamodule.callbacks(), progress)
+    trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, data_callbacks, progress)
     ckpt = str(run_dir / "checkpoints" / "last.ckpt") if resume_dir is not None else None
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
 

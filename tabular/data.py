@@ -177,11 +177,14 @@ class TabularData(HubDataModule):
         return {"num_classes": pre.num_outputs, "num_numeric": pre.num_numeric,
                 "cat_cardinalities": pre.cat_cardinalities, "num_candidates": len(self.train_set)}
 
-    def callbacks(self):
+    def callbacks(self, model):
         if not self.pretrain_epochs:
             return []
-        from tabular.tab_transformer import ReplacedTokenPretraining
+        from tabular.tab_transformer import ReplacedTokenPretraining, TabTransformer
 
+        if not isinstance(model, TabTransformer):
+            raise DataError(f"data.args.pretrain_epochs: only tab_transformer has the paper's pre-training "
+                            f"(replaced token detection), not {type(model).__name__}; set it to 0")
         return [ReplacedTokenPretraining(self.pretrain_x_cat, self.pretrain_epochs, self.seed)]
 
     def train_dataloader(self):

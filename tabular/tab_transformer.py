@@ -34,7 +34,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from hub.attention import MultiHeadAttention
-from hub.errors import DataError
 from hub.registry import register_model
 from tabular.layers import CategoricalEmbeddings, LinearHeadModel, PeriodicEmbeddings, check_numeric
 
@@ -168,19 +167,10 @@ class ReplacedTokenPretraining(pl.Callback):
     def __init__(self, x_cat: torch.Tensor, epochs: int, seed: int = 0):
         self.x_cat, self.epochs, self.seed = x_cat, epochs, seed
 
-    @staticmethod
-    def _model(pl_module) -> nn.Module:
-        return getattr(pl_module.model, "_orig_mod", pl_module.model)  # under torch.compile
-
-    def setup(self, trainer, pl_module, stage: str) -> None:
-        if stage == "fit" and not isinstance(self._model(pl_module), TabTransformer):
-            raise DataError(f"data.args.pretrain_epochs: only tab_transformer has the paper's pre-training "
-                            f"(replaced token detection), not {type(self._model(pl_module)).__name__}; set it to 0")
-
     def on_fit_start(self, trainer, pl_module) -> None:
         if trainer.global_step > 0:
             return
-        model = self._model(pl_module)
+        model = getattr(pl_module.model, "_orig_mod", pl_module.model)  # under torch.compile
         device = next(model.parameters()).device
         trainer.datamodule.info["pretrain_loss"] = pretrain(model, self.x_cat.to(device), self.epochs, seed=self.seed)
 

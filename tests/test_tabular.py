@@ -291,8 +291,8 @@ def test_semi_supervised_recipe_pretrains_once_before_the_first_epoch(tmp_path):
     card = json.loads((run / "card.json").read_text())
     assert len(card["data"]["pretrain_loss"]) == 2 and card["data"]["unlabelled_train_rows"] > 0
     with pytest.raises(DataError, match="only tab_transformer has the paper's pre-training"):
-        train(str(recipe), ["model.name=mlp", "model.args={}", "trainer.max_epochs=1", f"output_dir={tmp_path}"],
-              progress=False)
+        train(str(recipe), ["model.name=mlp", "model.args={}", f"output_dir={tmp_path / 'mlp'}"], progress=False)
+    assert not (tmp_path / "mlp").exists()  # refused before a run folder is made
 
 
 def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_row():
@@ -309,15 +309,14 @@ def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_
     dims = {k: v for k, v in semi.model_args().items() if k != "num_candidates"}  # TabR's only
     model = hub.create_model("tab_transformer", dim=8, depth=1, num_heads=2, **dims)
     before = model.cat_embed.embed.weight.detach().clone()
-    assert full.callbacks() == [] and len(semi.callbacks()) == 1
-    pretraining = semi.callbacks()[0]
-    pretraining.setup(None, SimpleNamespace(model=model), "fit")
+    assert full.callbacks(model) == [] and len(semi.callbacks(model)) == 1
+    pretraining = semi.callbacks(model)[0]
     pretraining.on_fit_start(SimpleNamespace(global_step=0, datamodule=semi), SimpleNamespace(model=model))
     assert len(semi.info["pretrain_loss"]) == 1 and not torch.equal(before, model.cat_embed.embed.weight)
     after = model.cat_embed.embed.weight.detach().clone()
     pretraining.on_fit_start(SimpleNamespace(global_step=5, datamodule=semi), SimpleNamespace(model=model))
     assert torch.equal(after, model.cat_embed.embed.weight)  # a resumed run keeps its checkpoint's weights
     with pytest.raises(DataError, match="only tab_transformer has the paper's pre-training"):
-        pretraining.setup(None, SimpleNamespace(model=hub.create_model("mlp", **dims)), "fit")
+        semi.callbacks(hub.create_model("mlp", **dims))
     with pytest.raises(DataError, match="label_fraction"):
         adult(label_fraction=0.0)
