@@ -248,8 +248,9 @@ def cmd_bench(args) -> int:
 def cmd_publish(args) -> int:
     from hub.publish import publish
 
-    card_path = publish(args.runs, args.name, dest=args.dest, notes=args.notes, paper=args.paper)
-    print(f"published {args.name}: {card_path}")
+    card_path = publish(args.runs, args.name, dest=args.dest, notes=args.notes, paper=args.paper,
+                        add_seeds=args.add_seeds)
+    print(f"{'added seeds to' if args.add_seeds else 'published'} {args.name}: {card_path}")
     return 0
 
 
@@ -354,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--notes", default="", help="free text for the card (how the epoch was picked, ...)")
     p.add_argument("--paper", action="append", default=[], metavar="METRIC=VALUE",
                    help="the paper's figure for a metric, e.g. test/acc=0.83 (repeatable)")
+    p.add_argument("--add-seeds", action="store_true",
+                   help="add these runs' test metrics (more seeds of the card's recipe) to the already published "
+                        "card NAME, keeping its weights; --notes, if given, replaces the card's notes")
     p.set_defaults(fn=cmd_publish)
     return parser
 

@@ -1,7 +1,8 @@
 """Publishing: run folders of one recipe (several seeds) become shipped weights plus a model card.
 
 The weights are the first run's best checkpoint; the card's metrics are the mean and std of the
-test metrics over all the runs, so every shipped weight is reproducible from its recipe.
+test metrics over all the runs, so every shipped weight is reproducible from its recipe. Seeds run
+later join a published card with ``add_seeds`` (``attnhub publish RUN... --name NAME --add-seeds``).
 """
 from __future__ import annotations
 
@@ -17,12 +18,7 @@ from hub.registry import get_model_entry, split_name
 from hub.weights import read_verified
 
 
-def publish(runs: list[str], name: str, dest: str | None = None, notes: str = "",
-            paper: list[str] | None = None) -> Path:
-    family, tag = split_name(name)
-    if tag is None:
-        raise HubError(f"publish needs a family.tag name, got {name!r}")
-    entry = get_model_entry(family)
+def _read_runs(runs: list[str]) -> tuple[list, list[dict]]:
     cards, summaries = [], []
     for run in runs:
         run_dir = Path(run)
@@ -30,25 +26,67 @@ def publish(runs: list[str], name: str, dest: str | None = None, notes: str = ""
             raise HubError(f"{run_dir} is not a finished run folder (no card.json)")
         cards.append(read_card(run_dir / "card.json"))
         summaries.append(json.loads((run_dir / "metrics.json").read_text()))
+    return cards, summaries
+
+
+def _same_recipe(reference: dict, card, run: str, what: str) -> None:
+    a = {k: v for k, v in reference.items() if k not in ("seed", "output_dir")}
+    b = {k: v for k, v in card.recipe["resolved"].items() if k not in ("seed", "output_dir")}
+    if a != b:
+        differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        raise HubError(f"{run} was trained from a different recipe than {what} (beyond the seed): {differing} differ")
+
+
+def _summarise(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "n": len(values), "values": values}
+
+
+def publish(runs: list[str], name: str, dest: str | None = None, notes: str = "",
+            paper: list[str] | None = None, add_seeds: bool = False) -> Path:
+    """Package ``runs`` (one recipe, several seeds) as ``name``; returns the card's path.
+
+    ``add_seeds=True`` adds the runs' test metrics to the already published card ``name`` instead: its weights
+    stay, the runs must come from the card's recipe with seeds it does not have yet, and ``notes`` (if given)
+    replaces the card's notes."""
+    family, tag = split_name(name)
+    if tag is None:
+        raise HubError(f"publish needs a family.tag name, got {name!r}")
+    entry = get_model_entry(family)
+    cards, summaries = _read_runs(runs)
+    out_dir = Path(dest) if dest else Path(importlib.import_module(entry.domain).__file__).parent / "pretrained"
+    card_path = out_dir / f"{name}.json"
+    for run, card in zip(runs, cards):
+        if card.family != family:
+            raise HubError(f"{run} trained {card.family!r}, not {family!r}")
+    if add_seeds:
+        if not card_path.is_file():
+            raise HubError(f"--add-seeds: {card_path} does not exist; publish {name} first")
+        published = read_card(card_path)
+        seeds = list(published.recipe["seeds"])
+        for run, card in zip(runs, cards):
+            _same_recipe(published.recipe["resolved"], card, run, f"the card {name}")
+            if card.recipe["resolved"]["seed"] in seeds:
+                raise HubError(f"{run}: seed {card.recipe['resolved']['seed']} is already in {name}'s metrics")
+            seeds.append(card.recipe["resolved"]["seed"])
+        for run, summary in zip(runs, summaries):
+            missing = sorted(set(published.metrics) - set(summary["test"]))
+            if missing:
+                raise HubError(f"{run} has no test figures for {missing}, which {name}'s card reports")
+        metrics = {key: _summarise(list(value["values"]) + [s["test"][key] for s in summaries])
+                   for key, value in published.metrics.items()}
+        card = dataclasses.replace(published, metrics=metrics, notes=notes or published.notes,
+                                   recipe={**published.recipe, "seeds": seeds}, card_dir="")
+        write_card(card, card_path)
+        return card_path
     first = cards[0]
-    if first.family != family:
-        raise HubError(f"{runs[0]} trained {first.family!r}, not {family!r}")
     for run, card in zip(runs[1:], cards[1:]):
-        a = {k: v for k, v in first.recipe["resolved"].items() if k not in ("seed", "output_dir")}
-        b = {k: v for k, v in card.recipe["resolved"].items() if k not in ("seed", "output_dir")}
-        if a != b:
-            raise HubError(f"{run} was trained from a different recipe than {runs[0]} (beyond the seed)")
-    keys = sorted(summaries[0]["test"])
-    metrics = {}
-    for key in keys:
-        values = [s["test"][key] for s in summaries]
-        metrics[key] = {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                        "n": len(values), "values": values}
+        _same_recipe(first.recipe["resolved"], card, run, runs[0])
+    metrics = {key: _summarise([s["test"][key] for s in summaries]) for key in sorted(summaries[0]["test"])}
     paper_figures = {}
     for item in paper or []:
         key, _, value = item.partition("=")
         paper_figures[key] = float(value)
-    out_dir = Path(dest) if dest else Path(importlib.import_module(entry.domain).__file__).parent / "pretrained"
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = read_verified(Path(runs[0]) / "model.safetensors", first.sha256)
     atomic_write_bytes(out_dir / f"{name}.safetensors", weights)
@@ -56,6 +94,5 @@ def publish(runs: list[str], name: str, dest: str | None = None, notes: str = ""
         first, name=name, file=f"{name}.safetensors", metrics=metrics, paper=paper_figures,
         notes=notes or summaries[0].get("epoch_selection", ""),
         recipe={**first.recipe, "seeds": [c.recipe["resolved"]["seed"] for c in cards]}, card_dir="")
-    card_path = out_dir / f"{name}.json"
     write_card(card, card_path)
     return card_path

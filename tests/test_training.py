@@ -37,6 +37,27 @@ def test_run_folder_contents_and_no_overwrite(repo, tmp_path):
     assert second != run and (run / "card.json").is_file()
 
 
+def test_publish_then_add_seeds_keeps_the_weights_and_extends_the_metrics(repo, tmp_path):
+    from hub.errors import HubError
+    from hub.publish import publish
+
+    runs = [_train(repo, tmp_path / "runs", [f"seed={seed}"]) for seed in (0, 1, 2)]
+    tests = [json.loads((run / "metrics.json").read_text())["test"]["test/acc"] for run in runs]
+    dest = tmp_path / "pretrained"
+    card_path = publish([str(runs[0])], "vit_digits.tiny", dest=str(dest))
+    weights = (dest / "vit_digits.tiny.safetensors").read_bytes()
+    publish([str(runs[1]), str(runs[2])], "vit_digits.tiny", dest=str(dest), add_seeds=True, notes="three seeds")
+    card = json.loads(card_path.read_text())
+    assert card["recipe"]["seeds"] == [0, 1, 2] and card["metrics"]["test/acc"]["values"] == tests
+    assert card["metrics"]["test/acc"]["n"] == 3 and card["notes"] == "three seeds"
+    assert (dest / "vit_digits.tiny.safetensors").read_bytes() == weights
+    with pytest.raises(HubError, match="seed 1 is already in"):
+        publish([str(runs[1])], "vit_digits.tiny", dest=str(dest), add_seeds=True)
+    other = _train(repo, tmp_path / "runs", ["seed=3", "optimizer.lr=0.01"])
+    with pytest.raises(HubError, match=r"different recipe than the card vit_digits.tiny .*\['optimizer'\]"):
+        publish([str(other)], "vit_digits.tiny", dest=str(dest), add_seeds=True)
+
+
 def test_resume_matches_uninterrupted_run(repo, tmp_path):
     straight = _train(repo, tmp_path / "a", ["trainer.max_epochs=2"])
     half = _train(repo, tmp_path / "b", ["trainer.max_epochs=1"])
