@@ -7,7 +7,7 @@ neighbours) and ``target`` a class index or a standardised value. Splits are fix
 on the training part only and kept in ``input_spec["preprocessor"]`` (JSON) of the model card.
 
 Models that need the training rows at inference (TabR's candidates) get them through ``set_candidates``,
-called when training starts (:meth:`TabularData.train_dataloader`).
+called when training starts by the callback that :meth:`TabularData.callbacks` hands to the trainer.
 
 >>> data = breast_cancer(); data.setup()
 >>> inputs, y = data.train_set[0]; inputs["x_num"].shape, data.num_classes
@@ -178,20 +178,17 @@ class TabularData(HubDataModule):
                 "cat_cardinalities": pre.cat_cardinalities, "num_candidates": len(self.train_set)}
 
     def callbacks(self, model):
-        if not self.pretrain_epochs:
-            return []
+        """TabR's candidates (the training rows) and, with ``pretrain_epochs``, TabTransformer's pre-training."""
         from tabular.tab_transformer import ReplacedTokenPretraining, TabTransformer
+        from tabular.tabr import TabR, TrainingRowCandidates
 
-        if not isinstance(model, TabTransformer):
-            raise DataError(f"data.args.pretrain_epochs: only tab_transformer has the paper's pre-training "
-                            f"(replaced token detection), not {type(model).__name__}; set it to 0")
-        return [ReplacedTokenPretraining(self.pretrain_x_cat, self.pretrain_epochs, self.seed)]
-
-    def train_dataloader(self):
-        model = getattr(getattr(self.trainer, "lightning_module", None), "model", None) if self.trainer else None
-        if hasattr(model, "set_candidates"):  # TabR retrieves from the training rows
-            model.set_candidates(self.train_set.x_num, self.train_set.x_cat, self.train_set.y)
-        return super().train_dataloader()
+        found = [TrainingRowCandidates(self.train_set)] if isinstance(model, TabR) else []
+        if self.pretrain_epochs:
+            if not isinstance(model, TabTransformer):
+                raise DataError(f"data.args.pretrain_epochs: only tab_transformer has the paper's pre-training "
+                                f"(replaced token detection), not {type(model).__name__}; set it to 0")
+            found.append(ReplacedTokenPretraining(self.pretrain_x_cat, self.pretrain_epochs, self.seed))
+        return found
 
 
 class FrameData(TabularData):

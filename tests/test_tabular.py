@@ -282,6 +282,20 @@ def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):
     assert "TabularMLP has no attention to explain" in capsys.readouterr().err
 
 
+def test_tabr_recipe_run_ships_its_training_rows_as_candidates(tmp_path):
+    from hub.training import train
+    from tabular.data import adult
+
+    recipe = Path(__file__).parents[1] / "recipes" / "tabular" / "tabr_adult.yaml"
+    run = train(str(recipe), ["model.args.dim=16", "trainer.max_epochs=1", "trainer.limit_train_batches=2",
+                              "trainer.limit_val_batches=1", f"output_dir={tmp_path}"], progress=False)
+    data = adult(batch_size=1024, split_seed=0, scaling="quantile")
+    data.setup()
+    model = hub.load(str(run))
+    assert torch.equal(model.cand_y, data.train_set.y.float())
+    assert torch.equal(model.cand_num, data.train_set.x_num) and torch.equal(model.cand_cat, data.train_set.x_cat.int())
+
+
 def test_semi_supervised_recipe_pretrains_once_before_the_first_epoch(tmp_path):
     from hub.training import train
 
