@@ -78,6 +78,11 @@ class HubModule(pl.LightningModule):
     def forward(self, *args, **kwargs):
         return self.model(*args, **kwargs)
 
+    @property
+    def plain_model(self) -> torch.nn.Module:
+        """The model itself, unwrapped from ``torch.compile`` (its state dict and methods)."""
+        return getattr(self.model, "_orig_mod", self.model)
+
     def _step(self, batch, stage: str):
         loss, preds, target = self.task.step(self.model, batch, stage)
         batch_size = self.task.batch_size(batch)
@@ -468,7 +473,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
     if rows:
         plot_curves(rows, run_dir / "curves.png")
-    inner = module.model._orig_mod if hasattr(module.model, "_orig_mod") else module.model
+    inner = module.plain_model
     save_state_dict(inner.state_dict(), run_dir / "model.safetensors")
     weights = (run_dir / "model.safetensors").read_bytes()
     card = make_card(recipe, datamodule, inner, weights, f"{recipe.model.name}.run", test,

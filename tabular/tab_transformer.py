@@ -170,7 +170,7 @@ class ReplacedTokenPretraining(pl.Callback):
     def on_fit_start(self, trainer, pl_module) -> None:
         if trainer.global_step > 0:
             return
-        model = getattr(pl_module.model, "_orig_mod", pl_module.model)  # under torch.compile
+        model = pl_module.plain_model
         device = next(model.parameters()).device
         trainer.datamodule.info["pretrain_loss"] = pretrain(model, self.x_cat.to(device), self.epochs, seed=self.seed)
 

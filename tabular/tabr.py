@@ -168,7 +168,7 @@ class TrainingRowCandidates(pl.Callback):
         self.rows = rows
 
     def on_fit_start(self, trainer, pl_module) -> None:
-        model = getattr(pl_module.model, "_orig_mod", pl_module.model)  # under torch.compile
+        model = pl_module.plain_model
         model.set_candidates(self.rows.x_num, self.rows.x_cat, self.rows.y)
 
 
