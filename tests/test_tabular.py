@@ -325,10 +325,10 @@ def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_
     before = model.cat_embed.embed.weight.detach().clone()
     assert full.callbacks(model) == [] and len(semi.callbacks(model)) == 1
     pretraining = semi.callbacks(model)[0]
-    pretraining.on_fit_start(SimpleNamespace(global_step=0, datamodule=semi), SimpleNamespace(model=model))
+    pretraining.on_fit_start(SimpleNamespace(global_step=0, datamodule=semi), SimpleNamespace(plain_model=model))
     assert len(semi.info["pretrain_loss"]) == 1 and not torch.equal(before, model.cat_embed.embed.weight)
     after = model.cat_embed.embed.weight.detach().clone()
-    pretraining.on_fit_start(SimpleNamespace(global_step=5, datamodule=semi), SimpleNamespace(model=model))
+    pretraining.on_fit_start(SimpleNamespace(global_step=5, datamodule=semi), SimpleNamespace(plain_model=model))
     assert torch.equal(after, model.cat_embed.embed.weight)  # a resumed run keeps its checkpoint's weights
     with pytest.raises(DataError, match="only tab_transformer has the paper's pre-training"):
         semi.callbacks(hub.create_model("mlp", **dims))
