@@ -82,6 +82,8 @@ class TrainerSection(_Strict):
     compile: bool = False
     channels_last: bool = False
     checkpoint_every_n_steps: int | None = None  # also write `last` inside an epoch
+    # exponential moving average of the weights (decay per step); validation, checkpoints and the kept weights use it
+    ema_decay: float | None = Field(None, gt=0.0, lt=1.0)
 
 
 class Recipe(_Strict):

@@ -28,6 +28,7 @@ import pytorch_lightning as pl
 import torch
 import yaml
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import EMAWeightAveraging
 
 from hub.cards import PretrainedCfg, atomic_write_bytes, write_card
 from hub.errors import RecipeError, TrainingError
@@ -52,6 +53,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location=None, weights_only=None):
         return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+
+
+class EMAWeights(EMAWeightAveraging):
+    """Lightning's EMA of the weights (``trainer.ema_decay``), restored from a checkpoint only while fitting.
+
+    Lightning's callback keeps its averaged model after ``fit``; when the same trainer then tests a checkpoint, its
+    ``on_load_checkpoint`` would load the raw (non-averaged) weights over the averaged ones the checkpoint holds.
+    Outside fitting the checkpoint's ``state_dict`` (the average) is what is evaluated, so nothing is done.
+    """
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+        if trainer.state.fn == "fit":
+            super().on_load_checkpoint(trainer, pl_module, checkpoint)
 
 
 def seed_all(seed: int) -> None:
@@ -355,6 +369,8 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
         recorder,
         *data_callbacks,
     ]
+    if cfg.ema_decay is not None:
+        callbacks.append(EMAWeights(decay=cfg.ema_decay))
     if cfg.early_stopping.patience is not None:
         callbacks.append(EarlyStopping(monitor=JointImprovement.IMPROVED if joint else monitor, mode=mode,
                                        patience=cfg.early_stopping.patience,

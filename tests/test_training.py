@@ -71,6 +71,28 @@ def test_resume_matches_uninterrupted_run(repo, tmp_path):
     assert len(rows) == 3
 
 
+def test_ema_weights_are_the_ones_checkpointed_tested_and_kept(repo, tmp_path):
+    from hub.training import evaluate
+
+    run = _train(repo, tmp_path / "a", ["trainer.ema_decay=0.5", "trainer.test_checkpoint=last"])
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    kept = load_state_dict(run / "model.safetensors", None)
+    averaged = {k.removeprefix("model."): v for k, v in ckpt["state_dict"].items()}
+    raw = {k.removeprefix("model."): v for k, v in ckpt["current_model_state"].items()}
+    assert kept.keys() == averaged.keys()
+    for key in kept:
+        torch.testing.assert_close(kept[key], averaged[key], rtol=0, atol=0)
+    assert any(not torch.equal(kept[k], raw[k]) for k in kept)  # the average, not the last step's weights
+    summary = json.loads((run / "metrics.json").read_text())
+    assert evaluate(str(run), progress=False)["test/loss"] == pytest.approx(summary["test"]["test/loss"], rel=1e-5)
+    half = _train(repo, tmp_path / "b", ["trainer.ema_decay=0.5", "trainer.test_checkpoint=last",
+                                         "trainer.max_epochs=1"])
+    resumed = load_state_dict(train(resume=str(half), overrides=["trainer.max_epochs=2"], progress=False)
+                              / "model.safetensors", None)
+    for key in kept:
+        torch.testing.assert_close(resumed[key], kept[key], rtol=0, atol=1e-6)
+
+
 def test_resume_with_changed_model_args_refused(repo, tmp_path):
     run = _train(repo, tmp_path, ["trainer.max_epochs=1"])
     with pytest.raises(TrainingError, match=r"model\.args"):
