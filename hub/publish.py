@@ -12,8 +12,11 @@ import json
 import statistics
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from hub.cards import atomic_write_bytes, read_card, write_card
 from hub.errors import HubError
+from hub.recipe import Recipe
 from hub.registry import get_model_entry, split_name
 from hub.weights import read_verified
 
@@ -29,9 +32,18 @@ def _read_runs(runs: list[str]) -> tuple[list, list[dict]]:
     return cards, summaries
 
 
+def _comparable(resolved: dict) -> dict:
+    """A resolved recipe with the schema's defaults filled in (a key the schema gained after the recipe ran
+    compares equal to its default), less the seed and the output folder."""
+    try:
+        full = Recipe.model_validate(resolved).to_dict()
+    except ValidationError:
+        full = resolved  # a recipe the present schema no longer reads compares as written
+    return {k: v for k, v in full.items() if k not in ("seed", "output_dir")}
+
+
 def _same_recipe(reference: dict, card, run: str, what: str) -> None:
-    a = {k: v for k, v in reference.items() if k not in ("seed", "output_dir")}
-    b = {k: v for k, v in card.recipe["resolved"].items() if k not in ("seed", "output_dir")}
+    a, b = _comparable(reference), _comparable(card.recipe["resolved"])
     if a != b:
         differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         raise HubError(f"{run} was trained from a different recipe than {what} (beyond the seed): {differing} differ")

@@ -46,6 +46,9 @@ def test_publish_then_add_seeds_keeps_the_weights_and_extends_the_metrics(repo, 
     dest = tmp_path / "pretrained"
     card_path = publish([str(runs[0])], "vit_digits.tiny", dest=str(dest))
     weights = (dest / "vit_digits.tiny.safetensors").read_bytes()
+    written = json.loads(card_path.read_text())  # as if published before the schema gained trainer.ema_decay
+    del written["recipe"]["resolved"]["trainer"]["ema_decay"]
+    card_path.write_text(json.dumps(written))
     publish([str(runs[1]), str(runs[2])], "vit_digits.tiny", dest=str(dest), add_seeds=True, notes="three seeds")
     card = json.loads(card_path.read_text())
     assert card["recipe"]["seeds"] == [0, 1, 2] and card["metrics"]["test/acc"]["values"] == tests
