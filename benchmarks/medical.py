@@ -21,6 +21,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from hub.bench import write_page  # noqa: E402
+
 SETS = ("metabric", "support", "gbsg", "whas")
 HUB_MODELS = ("survival_fusion", "deepsurv_mlp")
 # Harrell's C of the measurements on these test splits (CoxPH, RSF) and the METABRIC target.
@@ -101,9 +103,7 @@ def main() -> None:
         results[name] = {f"{family} (hub)": hub_results(Path(args.runs), f"{family}_{name}") for family in HUB_MODELS}
         results[name].update(baseline_results(name, seeds))
         print(table({name: results[name]}), flush=True)
-    out = Path(args.out)
-    notes = out.read_text().partition(NOTES)[1:] if out.is_file() else ()  # the hand-written status is kept
-    out.write_text(HEADER + table(results) + "\n" + FOOTER + ("\n" + "".join(notes) if any(notes) else ""))
+    write_page(Path(args.out), HEADER + table(results) + "\n" + FOOTER + "\n", NOTES)
     print(f"wrote {args.out}")
 
 

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTES = "## Notes (hand-written; kept when the table is rewritten)"
 sys.path.insert(0, str(ROOT))
 
+from hub.bench import write_page  # noqa: E402
 from hub.data import data_dir  # noqa: E402
 from medical.icu_data import load_grids, physionet2012, summary_features  # noqa: E402
 
@@ -65,10 +66,8 @@ def main() -> None:
     for name, rows in results.items():
         lines.append(f"| {name} | {cell([r['test/auroc'] for r in rows])} | {cell([r['test/auprc'] for r in rows])} |")
     lines += ["", "Target (issue): TFCAM test AUROC >= 0.84, at or above both baselines; published models reach about "
-              "0.85-0.86 AUROC on this task. Written by `python benchmarks/physionet2012.py`.", "", NOTES]
-    out = ROOT / "benchmarks" / "physionet2012.md"
-    notes = out.read_text().partition(NOTES)[2] if out.is_file() else ""  # the hand-written notes are kept
-    out.write_text("\n".join(lines) + notes)
+              "0.85-0.86 AUROC on this task. Written by `python benchmarks/physionet2012.py`."]
+    write_page(ROOT / "benchmarks" / "physionet2012.md", "\n".join(lines) + "\n\n", NOTES)
     print("\n".join(lines))
 
 

@@ -45,6 +45,13 @@ from hub.cards import atomic_write_bytes
 GEMM_SIZE = 2048
 
 
+def write_page(path: Path, generated: str, notes_heading: str) -> None:
+    """Write a benchmark page: ``generated`` (tables a script makes), then ``notes_heading`` and the hand-written
+    text that followed it in the page's previous version, so that rerunning a script keeps the notes."""
+    kept = path.read_text().partition(notes_heading)[2] if path.is_file() else "\n"
+    atomic_write_bytes(path, (generated + notes_heading + kept).encode())
+
+
 def gemm_peak(dtype: torch.dtype = torch.float32, size: int = GEMM_SIZE, repeats: int = 5,
               device: str = "cpu") -> float:
     """The machine's matrix-multiply throughput in FLOP/s: best of ``repeats`` (size x size) products."""

@@ -1,7 +1,7 @@
 """attnhub bench: the report has a row per matching family with sane figures and the timm reference ratio."""
 import json
 
-from hub.bench import family_recipes, gemm_peak
+from hub.bench import family_recipes, gemm_peak, write_page
 from hub.cli import main
 
 
@@ -38,3 +38,12 @@ def test_bench_writes_a_row_with_flops_throughput_and_reference(repo, tmp_path, 
 
 def test_gemm_peak_is_positive():
     assert gemm_peak(size=256, repeats=1) > 1e7
+
+
+def test_write_page_keeps_the_hand_written_notes_below_the_heading(tmp_path):
+    page = tmp_path / "page.md"
+    write_page(page, "| a |\n\n", "## Notes")
+    assert page.read_text() == "| a |\n\n## Notes\n"
+    page.write_text(page.read_text() + "\nmeasured by hand\n")
+    write_page(page, "| b |\n\n", "## Notes")
+    assert page.read_text() == "| b |\n\n## Notes\n\nmeasured by hand\n"
