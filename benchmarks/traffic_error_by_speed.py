@@ -9,13 +9,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import hub  # noqa: E402
-from timeseries.traffic_data import HORIZONS, los_loop  # noqa: E402
+from timeseries.traffic_data import HORIZONS, baseline_forecasts, los_loop, masked_errors  # noqa: E402
 
 BINS = ((0, 20), (20, 40), (40, 55), (55, 65), (65, 200))  # mph
 
@@ -31,17 +30,20 @@ def main() -> None:
     with torch.no_grad():
         pred = torch.cat([model(x[i:i + 64]) for i in range(0, len(x), 64)])
     step = HORIZONS["15"] - 1  # 1-based output step -> index
-    true, forecasts = y[:, step].numpy(), {args.name: pred[:, step].numpy(),
-                                           "last value": (x[:, -1, :, 0] * data.std + data.mean).numpy()}
-    observed = true > 0  # zero speeds are masked, as in the metrics
+    last_value = torch.from_numpy(baseline_forecasts(data)["last_value"])
+    true, forecasts = y[:, step], {args.name: pred[:, step], "last value": last_value[:, step]}
+    observed = (true != 0).sum()
     print("| true speed (mph) | share | " + " | ".join(f"{n} MAPE / MAE" for n in forecasts) + " |")
     print("|---|---:|" + "---|" * len(forecasts))
     for low, high in ((0, 200), *BINS):
-        part = observed & (true >= low) & (true < high)
-        cells = [f"{100 * np.mean(np.abs(f - true)[part] / true[part]):.1f}% / {np.mean(np.abs(f - true)[part]):.2f}"
-                 for f in forecasts.values()]
+        part = (true >= low) & (true < high)
+        cells = []
+        for forecast in forecasts.values():
+            errors = masked_errors(forecast[part], true[part])  # zero speeds are masked, as in the metrics
+            cells.append(f"{100 * errors['rel'] / errors['count']:.1f}% / {errors['abs'] / errors['count']:.2f}")
         label = "all" if (low, high) == (0, 200) else f"{low}-{high if high < 200 else ''}"
-        print(f"| {label} | {part.sum() / observed.sum():.3f} | " + " | ".join(cells) + " |")
+        share = (part & (true != 0)).sum() / observed
+        print(f"| {label} | {share:.3f} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
