@@ -258,6 +258,13 @@ def test_testam_router_learns_pseudo_labels_and_routes():
     best = logits.argmax(-1)  # (B, N)
     assert torch.equal(chosen[1, :, 2], outs[best[1, 2], 1, :, 2])
 
+    with torch.no_grad():  # a gate held open returns the last reading (in mph) at every step
+        model.last_gate.bias.fill_(50.0)
+        last = x[:, -1:, :, 0] * model.speed_std + model.speed_mean
+        assert torch.allclose(model(x), last.expand(-1, 12, -1), atol=1e-4)
+        model.last_gate.bias.fill_(-50.0)  # shut, the forecast is the chosen expert's own
+        assert not torch.allclose(model(x), last.expand(-1, 12, -1), atol=1e-1)
+
 
 def test_road_graphs_load_with_hash_and_restricted_unpickler(tmp_path):
     import pickle
