@@ -266,6 +266,25 @@ def test_testam_router_learns_pseudo_labels_and_routes():
         assert not torch.allclose(model(x), last.expand(-1, 12, -1), atol=1e-1)
 
 
+def test_testam_loss_matches_a_naive_loop():
+    """Per expert: masked MAE + mean over steps of the step's masked RMSE; + cross-entropy on pseudo labels."""
+    torch.manual_seed(0)
+    model = hub.create_model("testam", **TRAFFIC_TINY, graph="")
+    x, y = _traffic_batch()
+    y[0, :3, 1] = 0.0  # missing readings are masked
+    outs, logits = model.forward_experts(x)
+    expected, errors = 0.0, torch.zeros(3, 4, 5)
+    for e in range(3):
+        observed = y != 0
+        expected += (outs[e] - y).abs()[observed].mean()
+        expected += sum((outs[e, :, t] - y[:, t])[observed[:, t]].square().mean().sqrt() for t in range(12)) / 12
+        for b in range(4):
+            for n in range(5):
+                errors[e, b, n] = (outs[e, b, :, n] - y[b, :, n])[observed[b, :, n]].abs().mean()
+    expected += torch.nn.functional.cross_entropy(logits.reshape(-1, 3), errors.argmin(0).reshape(-1))
+    assert model.loss(x, y)[0].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
 def test_road_graphs_load_with_hash_and_restricted_unpickler(tmp_path):
     import pickle
 
