@@ -62,6 +62,23 @@ def ratio(a: float, b: float, floor: float = 0.0) -> str:
     return f"{a / b:.1f}x" if b > floor else "-"
 
 
+def training_pass(loss, optimizer):
+    """One training step for ``measure``: ``loss()`` (forward and loss), backward and an optimizer step."""
+    def run():
+        loss().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return run
+
+
+def inference_pass(model, x):
+    """One forward for ``measure``, under ``inference_mode``."""
+    def run():
+        with torch.inference_mode():
+            model(x)
+    return run
+
+
 def set_block_pass(block, x):
     def run():
         block(x).sum().backward()

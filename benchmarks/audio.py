@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention_core import measure  # noqa: E402
+from attention_core import inference_pass, measure, training_pass  # noqa: E402
 
 import hub  # noqa: E402
 from audio.features import log_mel  # noqa: E402
@@ -28,21 +28,6 @@ from audio.features import log_mel  # noqa: E402
 OUT = Path(__file__).with_suffix(".md")
 FAMILIES = ("ast_tiny", "ssast_tiny", "timbre_attention")
 SECONDS = (1, 5, 10)
-
-
-def training_pass(model, optimizer, x, y):
-    def run():
-        F.cross_entropy(model(x), y).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return run
-
-
-def inference_pass(model, x):
-    def run():
-        with torch.inference_mode():
-            model(x)
-    return run
 
 
 def main() -> None:
@@ -62,7 +47,8 @@ def main() -> None:
             y = torch.randint(0, 10, (args.batch,), device=device)
             optimizer = torch.optim.AdamW(model.parameters())
             model.train()
-            train_s, train_mib = measure(training_pass(model, optimizer, x, y), device, args.repeats)
+            train_s, train_mib = measure(training_pass(lambda: F.cross_entropy(model(x), y), optimizer), device,
+                                           args.repeats)
             model.eval()
             infer_s, infer_mib = measure(inference_pass(model, x), device, args.repeats)
             params = sum(p.numel() for p in model.parameters())

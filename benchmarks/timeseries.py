@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention_core import measure, ratio  # noqa: E402
+from attention_core import inference_pass, measure, ratio, training_pass  # noqa: E402
 
 import hub  # noqa: E402
 from timeseries.testam import TESTAM  # noqa: E402
@@ -45,30 +45,20 @@ def road_like_graph(num_nodes: int, neighbours: int = 4, seed: int = 0) -> torch
     return ((adjacency + adjacency.T) > 0).float()
 
 
-def training_pass(model, optimizer, x, y):
-    def run():
+def training_loss(model, x, y):
+    """The loss the model trains on: TESTAM's experts + router, masked MAE for traffic, MSE for RUL."""
+    def loss():
         if isinstance(model, TESTAM):
-            loss = model.loss(x, y)[0]  # experts + router, as in training
-        else:
-            loss = masked_mae(model(x), y) if x.ndim == 4 else F.mse_loss(model(x), y)  # traffic / RUL
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return run
-
-
-def inference_pass(model, x):
-    def run():
-        with torch.inference_mode():
-            model(x)
-    return run
+            return model.loss(x, y)[0]
+        return masked_mae(model(x), y) if x.ndim == 4 else F.mse_loss(model(x), y)
+    return loss
 
 
 def speed(model, x, y, device, repeats) -> tuple[float, float, float, float]:
     """(train s/batch, train peak MiB, inference s/batch, inference peak MiB)."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters())
-    train_s, train_mib = measure(training_pass(model, optimizer, x, y), device, repeats)
+    train_s, train_mib = measure(training_pass(training_loss(model, x, y), optimizer), device, repeats)
     model.eval()
     infer_s, infer_mib = measure(inference_pass(model, x), device, repeats)
     return train_s, train_mib, infer_s, infer_mib
