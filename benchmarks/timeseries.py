@@ -6,8 +6,9 @@ TESTAM's cost as the number of sensors grows (207 to 2,000 sensors on generated 
 * Sensors: TESTAM on generated road graphs (sensors at random points of a square, each linked to its 4 nearest
   neighbours, both ways), N = 207, 500, 1,000, 2,000, against the GRU baseline at the same N in the same run. The
   GRU treats sensors independently (cost O(N)); TESTAM's dynamic expert attends among all sensors and its static
-  expert masks a dense (N, N) attention by the graph, so its cost grows as O(N^2); the ratio column shows how
-  much more a window costs.
+  expert masks a dense (N, N) attention by the graph, so its cost grows as O(N^2) once those terms dominate
+  (up to 2,000 sensors the per-sensor temporal attention still weighs most); the ratio column shows how much more
+  a window costs.
 
 Training is forward, the model's loss, backward and an AdamW step on a batch; inference a forward under
 ``inference_mode``. Times are medians of ``--repeats`` passes after a warm-up, peak memory as in
