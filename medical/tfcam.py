@@ -11,6 +11,10 @@ Our reading of the paper's idea, built from the core's attention layers:
    variables) attend to each other (the core's :class:`~hub.attention.cross_attention.DualCrossAttention`);
 4. the fused vector, with the admission descriptors, goes through an MLP head.
 
+Our addition, off by default (``summaries=True``): a wide path of each variable's last, mean, minimum and
+maximum observed value and its number of observations (what the gradient-boosting baseline sees),
+computed from the same inputs and joined to the fused vector before the head.
+
 Explanations (:meth:`TFCAM.explain`), the paper's three levels: critical time periods (the attention
 variables pay to each hour), a feature ranking (the attention hours pay to each variable), and
 feature-to-feature influence across time (the within-hour attention between variables, weighted by
@@ -45,6 +49,19 @@ def check_stays(values: torch.Tensor, mask: torch.Tensor, static: torch.Tensor, 
         raise DataError("values hold NaN or inf; carry the last observation forward and set mask False there")
 
 
+def stay_summaries(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per variable: last, mean, min and max of the observed values and log(1 + observations), (B, 5 * F);
+    0 for the value statistics of a variable never observed. ``values`` carry the last observation forward,
+    so their last hour is the last observed value."""
+    observed = mask.to(values.dtype)
+    count = observed.sum(1)  # (B, F)
+    mean = (values * observed).sum(1) / count.clamp_min(1)
+    seen = count > 0
+    low = values.masked_fill(~mask, float("inf")).amin(1).where(seen, torch.zeros_like(count))
+    high = values.masked_fill(~mask, float("-inf")).amax(1).where(seen, torch.zeros_like(count))
+    return torch.cat([values[:, -1], mean, low, high, count.log1p()], -1)
+
+
 class AxisAttention(nn.Module):
     """Pre-norm residual self-attention along one axis of a (B, T, F, D) grid of tokens."""
 
@@ -64,7 +81,7 @@ class AxisAttention(nn.Module):
 
 class TFCAM(nn.Module):
     def __init__(self, num_variables: int, num_static: int, num_classes: int, hours: int, dim: int, num_heads: int,
-                 dropout: float):
+                 dropout: float, summaries: bool = False):
         super().__init__()
         self.num_variables, self.num_static, self.num_classes = num_variables, num_static, num_classes
         # the value term starts at unit scale and the identity embeddings small, so that the (standardised)
@@ -79,8 +96,9 @@ class TFCAM(nn.Module):
         self.across_variables = AxisAttention(dim, num_heads)
         self.across_hours = AxisAttention(dim, num_heads)
         self.cross = DualCrossAttention(dim, dim, dim, num_heads, fusion="concat", dropout=dropout)
-        self.num_features = self.cross.num_features + dim
         self.static = nn.Sequential(nn.Linear(num_static, dim), nn.GELU())
+        self.summary = nn.Sequential(nn.Linear(5 * num_variables, dim), nn.GELU()) if summaries else None
+        self.num_features = self.cross.num_features + dim * (2 if summaries else 1)
         self.dropout = nn.Dropout(dropout)
         self.reset_classifier(num_classes)
 
@@ -102,7 +120,8 @@ class TFCAM(nn.Module):
         variables, hours = self.dropout(z.mean(1)), self.dropout(z.mean(2))  # (B, F, D), (B, T, D)
         fused = self.cross(variables, hours, need_weights=need_weights)
         fused, cross = fused if need_weights else (fused, None)
-        features = torch.cat([fused, self.static(static)], -1)  # (B, num_features)
+        wide = [self.summary(stay_summaries(values, mask))] if self.summary is not None else []
+        features = torch.cat([fused, self.static(static), *wide], -1)  # (B, num_features)
         return features, {"between_variables": between_variables, **(cross or {})}
 
     def forward_features(self, values: torch.Tensor, mask: torch.Tensor, static: torch.Tensor) -> torch.Tensor:
@@ -129,6 +148,6 @@ class TFCAM(nn.Module):
 
 @register_model(task="classification")
 def tfcam(num_variables: int = 37, num_static: int = 9, num_classes: int = 2, hours: int = 48, dim: int = 16,
-          num_heads: int = 2, dropout: float = 0.2) -> TFCAM:
+          num_heads: int = 2, dropout: float = 0.2, summaries: bool = False) -> TFCAM:
     """TFCAM: attention across hours and across variables, then temporal-feature cross attention."""
-    return TFCAM(num_variables, num_static, num_classes, hours, dim, num_heads, dropout)
+    return TFCAM(num_variables, num_static, num_classes, hours, dim, num_heads, dropout, summaries)

@@ -219,6 +219,7 @@ def _stays(b=8, t=12, f=5, s=3):
 
 
 @pytest.mark.parametrize("family,args", [("tfcam", dict(hours=12, dim=16, num_heads=2, dropout=0.0)),
+                                         ("tfcam", dict(hours=12, dim=16, num_heads=2, dropout=0.0, summaries=True)),
                                          ("icu_gru", dict(hidden=16, dropout=0.0))])
 def test_icu_models_shapes_gradients_overfit_and_bad_input(family, args):
     from hub.testing import assert_overfits, params_without_grad
@@ -241,6 +242,24 @@ def test_icu_models_shapes_gradients_overfit_and_bad_input(family, args):
     bad[0, 0, 0] = float("nan")
     with pytest.raises(DataError, match="NaN or inf"):
         model(bad, mask, static)
+
+
+def test_stay_summaries_match_a_loop_over_observed_hours():
+    from medical.tfcam import stay_summaries
+
+    values, mask, _ = _stays()
+    mask[0, :, 1] = False  # a variable never observed
+    filled = values.clone()
+    for t in range(1, values.shape[1]):  # carry forward, as the data does
+        filled[:, t] = torch.where(mask[:, t], values[:, t], filled[:, t - 1])
+    got = stay_summaries(filled, mask).view(8, 5, 5)
+    for b in range(8):
+        for f in range(5):
+            seen = filled[b, mask[b, :, f], f]
+            last = seen[-1] if len(seen) else filled[b, -1, f]
+            stats = [seen.mean(), seen.min(), seen.max()] if len(seen) else [torch.tensor(0.0)] * 3
+            expected = torch.stack([last, *stats, torch.tensor(len(seen), dtype=torch.float).log1p()])
+            torch.testing.assert_close(got[b, :, f], expected)
 
 
 def test_tfcam_explanations_are_distributions_and_are_drawn(tmp_path):
