@@ -13,7 +13,8 @@ Our reading of the paper's idea, built from the core's attention layers:
 
 Our addition, off by default (``summaries=True``): a wide path of each variable's last, mean, minimum and
 maximum observed value and its number of observations (what the gradient-boosting baseline sees),
-computed from the same inputs and joined to the fused vector before the head.
+computed from the same inputs and joined to the fused vector before the head. The explanations below
+read the attention only, so they do not show what the model takes from that path.
 
 Explanations (:meth:`TFCAM.explain`), the paper's three levels: critical time periods (the attention
 variables pay to each hour), a feature ranking (the attention hours pay to each variable), and
