@@ -93,9 +93,10 @@ class SpectrogramData(HubDataModule):
     task = "soft-label-classification"
 
     def __init__(self, batch_size: int, num_workers: int, seed: int, target_frames: int, mean: float | None,
-                 std: float | None, augment: dict[str, Any], pretext: bool = False):
+                 std: float | None, augment: dict[str, Any], pretext: bool = False, lifter: int | None = None):
         super().__init__(batch_size, num_workers, seed)
         self.target_frames, self.mean, self.std, self.augment, self.pretext = target_frames, mean, std, augment, pretext
+        self.lifter = lifter
         if pretext:
             self.task = "masked-patch-modelling"
 
@@ -106,9 +107,9 @@ class SpectrogramData(HubDataModule):
         if self.train_set is not None:
             return
         splits, classes = self.split_items()
-        specs = {name: cached_log_mels([f for f, _ in items]) for name, items in splits.items()}
+        specs = {name: cached_log_mels([f for f, _ in items], lifter=self.lifter) for name, items in splits.items()}
         mean, std = (self.mean, self.std) if self.mean is not None else training_stats(specs["train"])
-        self.input_spec = audio_spec(self.target_frames, mean, std)
+        self.input_spec = audio_spec(self.target_frames, mean, std, lifter=self.lifter)
         tensors = {}
         for name, items in splits.items():
             x = torch.stack([normalise(s, self.input_spec) for s in specs[name]])  # (N, F, T)
@@ -204,11 +205,12 @@ def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixu
 def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker: str = "theo",
          val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
          freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
-         pretext: bool = False) -> FSDDData:
-    """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels."""
+         pretext: bool = False, lifter: int | None = None) -> FSDDData:
+    """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
+    ``lifter`` smooths the log-mels along frequency (:func:`audio.features.log_mel`)."""
     return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
                     num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
-                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), pretext=pretext)
+                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), pretext=pretext, lifter=lifter)
 
 
 def scan_audio_folder(root: Path) -> dict[str, list[Path]]:
@@ -250,20 +252,23 @@ class AudioFolderData(SpectrogramData):
 def audio_folder(root: str, target_frames: int = 100, mean: float | None = None, std: float | None = None,
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
-                 time_shift: int = 10, noise: float = 0.1, mixup: float = 0.0) -> AudioFolderData:
+                 time_shift: int = 10, noise: float = 0.1, mixup: float = 0.0,
+                 lifter: int | None = None) -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
-    the training split's."""
+    the training split's; ``lifter`` as in :func:`audio.features.log_mel`."""
     return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
-                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup))
+                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), lifter=lifter)
 
 
 @register_finetune_adapter("audio")
 def audio_folder_section(card, path: str) -> dict[str, Any]:
-    """Fine-tuning data keeps the card's frame count and normalisation, which the weights were trained on."""
+    """Fine-tuning data keeps the card's frame count, smoothing and normalisation, which the weights were
+    trained on."""
     spec = card.input_spec
     return {"name": "audio_folder", "args": {"root": str(path), "target_frames": spec["target_frames"],
-                                             "mean": spec["mean"], "std": spec["std"]}}
+                                             "mean": spec["mean"], "std": spec["std"],
+                                             "lifter": spec.get("lifter")}}
 
 
 @register_predict_adapter("audio")

@@ -4,7 +4,10 @@ AST (Gong, Chung & Glass, Interspeech 2021) feeds a 128-bin Kaldi fbank (25 ms H
 10 ms shift) of 16 kHz audio, cut or zero-padded to a fixed frame count and normalised with a mean
 and std measured on the training set. Unlike AST, each clip is first scaled to unit RMS, so the
 features do not depend on the recording level (FSDD's speakers were recorded at peak levels 10x
-apart; without it a held-out quiet speaker loses ~20 points of accuracy). Documented conversions (not errors): several channels are
+apart; without it a held-out quiet speaker loses ~20 points of accuracy). Optionally (``lifter=K``, our
+addition, off by default) the log-mel is smoothed along frequency by keeping its first K DCT coefficients
+over the mel bins (cepstral liftering, as MFCCs do): the spectral envelope (formants) stays, the pitch
+harmonics, which tell speakers apart more than digits, go. Documented conversions (not errors): several channels are
 averaged to mono; every file is resampled to 16 kHz from its own rate, so a folder may mix rates.
 Errors (:class:`DataError`, naming the file): a missing or unreadable file, an empty file, a clip
 shorter than one 25 ms window, non-finite samples, and a silent clip (peak below ``SILENCE_PEAK``,
@@ -68,8 +71,10 @@ def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor
     return wave
 
 
-def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: int = NUM_MEL_BINS) -> torch.Tensor:
-    """Kaldi-compatible log-mel filterbank, as AST computes it (mean removed, no dither, Hanning window).
+def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: int = NUM_MEL_BINS,
+            lifter: int | None = None) -> torch.Tensor:
+    """Kaldi-compatible log-mel filterbank, as AST computes it (mean removed, no dither, Hanning window);
+    with ``lifter`` K, projected onto the first K DCT-II bases over the mel bins (see the module docstring).
 
     Shapes: wave: (samples,) -> (num_mel_bins, frames)
     """
@@ -78,6 +83,12 @@ def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: in
     fbank = torchaudio.compliance.kaldi.fbank(
         wave, htk_compat=True, sample_frequency=sample_rate, use_energy=False, window_type="hanning",
         num_mel_bins=num_mel_bins, dither=0.0, frame_length=WINDOW_MS, frame_shift=SHIFT_MS)  # (T, F)
+    if lifter is not None:
+        if not 0 < lifter <= num_mel_bins:
+            raise DataError(f"lifter must be in 1..{num_mel_bins} (DCT coefficients kept over the mel bins), "
+                            f"got {lifter}")
+        dct = torchaudio.functional.create_dct(lifter, num_mel_bins, "ortho")  # (F, K), orthonormal columns
+        fbank = fbank @ dct @ dct.T  # (T, F): the projection onto the first K cepstral coefficients
     return fbank.T.contiguous()  # (T, F) -> (F, T)
 
 
@@ -91,9 +102,10 @@ def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0) -> torch
     return torch.nn.functional.pad(spec, (0, frames - spec.shape[-1]), value=pad_value)
 
 
-def audio_spec(target_frames: int, mean: float, std: float, num_mel_bins: int = NUM_MEL_BINS) -> dict[str, Any]:
+def audio_spec(target_frames: int, mean: float, std: float, num_mel_bins: int = NUM_MEL_BINS,
+               lifter: int | None = None) -> dict[str, Any]:
     """The card's ``input_spec`` for spectrogram models: what :func:`model_input` needs to rebuild inputs."""
-    return {"kind": "audio", "sample_rate": SAMPLE_RATE, "num_mel_bins": num_mel_bins,
+    return {"kind": "audio", "sample_rate": SAMPLE_RATE, "num_mel_bins": num_mel_bins, "lifter": lifter,
             "target_frames": target_frames, "mean": mean, "std": std}
 
 
@@ -106,14 +118,15 @@ def normalise(spec: torch.Tensor, input_spec: dict[str, Any]) -> torch.Tensor:
 def model_input(path: str | Path, input_spec: dict[str, Any]) -> torch.Tensor:
     """A file as the normalised ``(F, T)`` spectrogram a model with ``input_spec`` takes."""
     wave = read_audio(path, input_spec["sample_rate"])
-    return normalise(log_mel(wave, input_spec["sample_rate"], input_spec["num_mel_bins"]), input_spec)
+    spec = log_mel(wave, input_spec["sample_rate"], input_spec["num_mel_bins"], input_spec.get("lifter"))
+    return normalise(spec, input_spec)
 
 
 _CACHE: dict[tuple, torch.Tensor] = {}
 
 
-def cached_log_mels(paths: Iterable[str | Path], sample_rate: int = SAMPLE_RATE,
-                    num_mel_bins: int = NUM_MEL_BINS) -> list[torch.Tensor]:
+def cached_log_mels(paths: Iterable[str | Path], sample_rate: int = SAMPLE_RATE, num_mel_bins: int = NUM_MEL_BINS,
+                    lifter: int | None = None) -> list[torch.Tensor]:
     """Log-mel spectrograms of files, computed once per process (keyed by path, size and mtime), so
     datasets built again (validation, test, a second run in the same process) do no feature work.
 
@@ -122,9 +135,10 @@ def cached_log_mels(paths: Iterable[str | Path], sample_rate: int = SAMPLE_RATE,
     out = []
     for path in paths:
         stat = Path(path).stat() if Path(path).is_file() else None
-        key = (str(Path(path).resolve()), stat and stat.st_size, stat and stat.st_mtime_ns, sample_rate, num_mel_bins)
+        key = (str(Path(path).resolve()), stat and stat.st_size, stat and stat.st_mtime_ns, sample_rate, num_mel_bins,
+               lifter)
         if key not in _CACHE:
-            _CACHE[key] = log_mel(read_audio(path, sample_rate), sample_rate, num_mel_bins)
+            _CACHE[key] = log_mel(read_audio(path, sample_rate), sample_rate, num_mel_bins, lifter)
         out.append(_CACHE[key])
     return out
 

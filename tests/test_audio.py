@@ -116,6 +116,29 @@ def test_fbank_shapes_cut_pad_and_normalisation():
     assert padded.shape == (128, 120) and (padded[:, 98:] == -1).all()
 
 
+def test_lifter_projects_onto_the_first_dct_coefficients(tmp_path):
+    from scipy.fft import dct, idct
+
+    from audio.features import audio_spec
+
+    t = torch.arange(SAMPLE_RATE // 2) / SAMPLE_RATE
+    wave = sum(torch.sin(2 * torch.pi * 120 * k * t) / k for k in range(1, 30))  # a 120 Hz voice-like pulse train
+    wave = 0.5 * wave / wave.abs().max()
+    raw = log_mel(wave)
+    coefficients = dct(raw.double().numpy(), axis=0, norm="ortho")  # naive reference: DCT-II over the mel bins
+    coefficients[20:] = 0
+    expected = torch.from_numpy(idct(coefficients, axis=0, norm="ortho")).float()
+    torch.testing.assert_close(log_mel(wave, lifter=20), expected, atol=1e-3, rtol=1e-4)
+    torch.testing.assert_close(log_mel(wave, lifter=128), raw, atol=1e-3, rtol=1e-4)  # every coefficient kept
+    low = slice(5, 40)  # mel bins below ~1 kHz, where the harmonics are resolved: their ripple is smoothed away
+    assert log_mel(wave, lifter=20)[low].diff(dim=0).abs().mean() < 0.5 * raw[low].diff(dim=0).abs().mean()
+    sf.write(tmp_path / "voice.wav", wave.numpy(), SAMPLE_RATE, subtype="FLOAT")
+    spec = audio_spec(64, mean=0.0, std=1.0, lifter=20)
+    torch.testing.assert_close(model_input(tmp_path / "voice.wav", spec), fit_frames(expected, 64), atol=1e-3, rtol=1e-4)
+    with pytest.raises(DataError, match="lifter must be in 1..128"):
+        log_mel(wave, lifter=0)
+
+
 def test_stereo_is_averaged_and_rates_are_resampled(tmp_path):
     sf.write(tmp_path / "mono16.wav", tone(440), SAMPLE_RATE)
     stereo = tone(440, channels=2)
@@ -254,6 +277,8 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
                  "--no-progress", "trainer.max_epochs=2", "data.args.batch_size=4", "data.args.val_fraction=0.25",
                  "data.args.test_fraction=0.25"]) == 0
     run = capsys.readouterr().out.strip().splitlines()[-1].split(": ", 1)[1]
+    shipped = hub.load("ast_tiny.fsdd").pretrained_cfg.input_spec
+    assert hub.load(run).pretrained_cfg.input_spec["lifter"] == shipped["lifter"]  # the features it was trained on
     files = [str(p) for p in sorted(folder.rglob("*.*"))[:3]]
     assert main(["predict", run, *files, "--top-k", "2", "--out", str(tmp_path / "preds.csv"), "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
