@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import hub
 import hub.adapters
-from hub.errors import DataError
+from hub.errors import DataError, HubError
 from medical.losses import cox_loss, weighted_cox_loss
 
 TILES = dict(image_backbone="test_efficientnet", num_image_tokens=2, dim=16, num_heads=2)
@@ -29,6 +29,7 @@ def _batch(b=6, genes=4, clinical=5, tiles=3):
     ("survival_fusion", TILES, ("clinical", "genes", "gene_mask", "tiles", "tiles_mask")),
     ("survival_fusion", dict(dim=16, num_heads=2), ("clinical", "genes", "gene_mask")),
     ("survival_fusion", dict(num_genes=0, dim=16, num_heads=2), ("clinical",)),
+    ("survival_fusion", dict(dim=16, num_heads=2, clinical_embedding="periodic"), ("clinical", "genes", "gene_mask")),
     ("deepsurv_mlp", dict(num_genes=4), ("clinical", "genes", "gene_mask")),
 ])
 def test_forward_shape_and_every_parameter_gets_a_gradient(family, args, keys):
@@ -54,9 +55,10 @@ def test_missing_modality_is_finite():
                                    genes=batch["genes"])).all()
 
 
-def test_tiny_overfit():
+@pytest.mark.parametrize("clinical_embedding", ["linear", "periodic"])
+def test_tiny_overfit(clinical_embedding):
     torch.manual_seed(0)
-    model = hub.create_model("survival_fusion", dim=16, num_heads=2, dropout=0.0)
+    model = hub.create_model("survival_fusion", dim=16, num_heads=2, dropout=0.0, clinical_embedding=clinical_embedding)
     batch = _batch(b=8)
     del batch["tiles"], batch["tiles_mask"]
     time, event = torch.arange(1.0, 9.0), torch.ones(8)
@@ -70,6 +72,11 @@ def test_tiny_overfit():
         optimizer.step()
     # the minimum of the Cox loss on 8 distinct times with all events: risk ordering is perfect, loss -> 0
     assert loss.item() < 0.1 * first
+
+
+def test_unknown_clinical_embedding_is_named():
+    with pytest.raises(HubError, match="clinical_embedding must be 'linear' or 'periodic', got 'fourier'"):
+        hub.create_model("survival_fusion", clinical_embedding="fourier")
 
 
 def test_cox_losses_match_hand_computed_values_with_ties():
