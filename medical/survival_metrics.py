@@ -7,8 +7,9 @@
   parts together, so it covers every evaluated time (scikit-survival refuses times past its last one).
 - cumulative/dynamic AUC (``cumulative_dynamic_auc``) and the integrated Brier score
   (``integrated_brier_score``) on a grid of test-time percentiles (10th to 80th); the Brier score needs
-  survival functions, built with the Breslow estimator of the baseline hazard fitted on the training
-  risk scores (``sksurv.linear_model.coxph.BreslowEstimator``).
+  survival functions: by default the Breslow estimator of the baseline hazard fitted on the training
+  risk scores (``sksurv.linear_model.coxph.BreslowEstimator``); with a held-out ``calibration`` part,
+  :func:`calibrated_survival` (a Cox model of the outcome on the risk score fitted there).
 - :func:`risk_group_plot`: patients split at the median risk, Kaplan-Meier curve per group, log-rank p.
 
 Shapes: every array is (N,) over patients; risks are log hazard ratios (higher = earlier event).
@@ -58,12 +59,25 @@ def evaluation_times(train_time: np.ndarray, time: np.ndarray) -> np.ndarray:
     return np.unique(grid[(grid > time.min()) & (grid < min(time.max(), train_time.max()))])
 
 
-def survival_metrics(train_time, train_event, train_risk, time, event, risk,
-                     survival: np.ndarray | None = None) -> dict[str, float]:
+def calibrated_survival(time, event, risk, new_risk, times) -> np.ndarray:
+    """Survival functions (N, len(times)) of ``new_risk`` (N,) from a Cox model with the risk score as its one
+    covariate, fitted on ``(time, event, risk)`` of a part the network did not train on: the fitted coefficient
+    is the calibration slope of clinical prediction models (below 1 when the network's risks spread wider than
+    the outcomes support, as they do once it separates its own training patients), the Breslow estimator gives
+    the baseline. Ranking metrics are unchanged by it."""
+    from sksurv.linear_model import CoxPHSurvivalAnalysis
+
+    cox = CoxPHSurvivalAnalysis(ties="efron").fit(np.asarray(risk, np.float64)[:, None], survival_array(time, event))
+    return np.stack([fn(times) for fn in cox.predict_survival_function(np.asarray(new_risk, np.float64)[:, None])])
+
+
+def survival_metrics(train_time, train_event, train_risk, time, event, risk, survival: np.ndarray | None = None,
+                     calibration: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, float]:
     """Harrell's C, Uno's C, mean cumulative/dynamic AUC and integrated Brier score of one model on one split.
 
     ``survival`` (N, len(evaluation_times)): the model's own survival functions (e.g. a random survival
-    forest's); by default they come from the Breslow estimator fitted on the training risks."""
+    forest's). Otherwise ``calibration`` = (time, event, risk) of a held-out part gives them through
+    :func:`calibrated_survival`; without it, the Breslow estimator fitted on the training risks."""
     from sksurv.linear_model.coxph import BreslowEstimator
     from sksurv.metrics import cumulative_dynamic_auc, integrated_brier_score
 
@@ -72,7 +86,9 @@ def survival_metrics(train_time, train_event, train_risk, time, event, risk,
     reference, test_y = censoring_reference(train_time, train_event, time, event), survival_array(time, event)
     times = evaluation_times(train_time, time)
     _, mean_auc = cumulative_dynamic_auc(reference, test_y, risk, times)
-    if survival is None:
+    if survival is None and calibration is not None:
+        survival = calibrated_survival(*calibration, risk, times)
+    elif survival is None:
         breslow = BreslowEstimator().fit(train_risk, train_event.astype(bool), train_time)
         survival = np.stack([fn(times) for fn in breslow.get_survival_function(risk)])  # (N, len(times))
     return {"harrell_c": harrell_c(time, event, risk), "uno_c": uno_c(train_time, train_event, time, event, risk),

@@ -1,8 +1,10 @@
 """The survival report of a trained model: test Harrell's C, Uno's C, time-dependent AUC, integrated Brier
-score (Breslow baseline from the training risks) and the median-risk Kaplan-Meier plot with its log-rank p.
+score and the median-risk Kaplan-Meier plot with its log-rank p.
 
-``survival_report(run_or_tag)`` rebuilds the data its card names, scores the training and test parts
-and writes ``survival_report.json`` and ``risk_groups.png`` into the run folder (or ``out_dir``).
+``survival_report(run_or_tag)`` rebuilds the data its card names, scores the training, validation and test
+parts and writes ``survival_report.json`` and ``risk_groups.png`` into the run folder (or ``out_dir``). The
+survival functions behind the Brier score come from the validation part, which the network did not fit
+(:func:`~medical.survival_metrics.calibrated_survival`; the training part when there is no validation part).
 
 >>> report = survival_report("survival_fusion.metabric", out_dir="/tmp/report")  # doctest: +SKIP
 >>> sorted(report["test"])  # doctest: +SKIP
@@ -47,9 +49,13 @@ def survival_report(name: str, out_dir: str | None = None) -> dict[str, Any]:
     model = load(name)
     train_risk, train_time, train_event = predict_risk(model, data.train_set)
     risk, time, event = predict_risk(model, data.test_set)
+    calibration = None
+    if len(data.val_set):
+        val_risk, val_time, val_event = predict_risk(model, data.val_set)
+        calibration = (val_time, val_event, val_risk)
     folder = Path(out_dir) if out_dir else Path(name)
     folder.mkdir(parents=True, exist_ok=True)
-    test = survival_metrics(train_time, train_event, train_risk, time, event, risk)
+    test = survival_metrics(train_time, train_event, train_risk, time, event, risk, calibration=calibration)
     test["logrank_p"] = risk_group_plot(time, event, risk, folder / "risk_groups.png", title=card.name)
     report = {"model": card.name, "data": card.data["name"], "test": test,
               "c_index": "harrell_c: Harrell's C; uno_c: Uno's C (IPCW, tau = 90th percentile of training times)"}

@@ -151,6 +151,25 @@ def test_risk_group_plot_and_metrics(tmp_path):
     assert metrics["harrell_c"] > 0.6 and metrics["uno_c"] > 0.6 and 0 < metrics["ibs"] < 0.25
 
 
+def test_calibrated_survival_undoes_an_over_spread_risk_scale():
+    from medical.survival_metrics import calibrated_survival, evaluation_times, survival_metrics
+
+    rng = np.random.default_rng(0)
+    risk = rng.normal(size=600)  # the true log hazard ratio
+    time, event = rng.exponential(np.exp(-risk)), rng.random(600) < 0.8
+    fit, held, test = slice(0, 200), slice(200, 400), slice(400, 600)
+    times = evaluation_times(time[fit], time[test])
+    # a Cox model on the risk score is the same model whatever the score's scale: the slope absorbs it
+    plain = calibrated_survival(time[held], event[held], risk[held], risk[test], times)
+    spread = calibrated_survival(time[held], event[held], 5 * risk[held], 5 * risk[test], times)
+    assert spread.shape == (200, len(times)) and np.allclose(plain, spread, atol=1e-4)
+    # risks five times too wide: Breslow on them gives overconfident curves, the held-out part corrects them
+    args = (time[fit], event[fit], 5 * risk[fit], time[test], event[test], 5 * risk[test])
+    overconfident = survival_metrics(*args)["ibs"]
+    calibrated = survival_metrics(*args, calibration=(time[held], event[held], 5 * risk[held]))["ibs"]
+    assert calibrated < overconfident - 0.02
+
+
 def test_shipped_weight_reproduces_its_card():
     card = hub.model_card("survival_fusion.metabric")
     from hub.training import evaluate
