@@ -114,8 +114,10 @@ splits; hub models train on 80% of the training part and pick their epoch on the
 Harrell's C, stratified by event, split_seed=0); CoxPH and RSF fit the whole training part.
 Harrell's C: `sksurv.metrics.concordance_index_censored`; Uno's C: `concordance_index_ipcw`, truncated at the
 90th percentile of training times; time-dependent AUC: `cumulative_dynamic_auc` averaged over the 10th-80th
-percentiles of test times; integrated Brier score over the same times, survival functions from the Breslow
-estimator on the training risks (RSF: its own survival functions). Mean ± std over seeds (n).
+percentiles of test times; integrated Brier score over the same times, survival functions for hub models from a
+Cox model of the outcome on the network's risk score fitted on the validation part (a calibration slope and a
+Breslow baseline, `medical.survival_metrics.calibrated_survival`), for CoxPH from the Breslow estimator on its
+training risks, for RSF its own. Mean ± std over seeds (n).
 
 """
 NOTES = "## Status against the targets"  # the hand-written part of the page starts at this heading
