@@ -4,7 +4,8 @@ score and the median-risk Kaplan-Meier plot with its log-rank p.
 ``survival_report(run_or_tag)`` rebuilds the data its card names, scores the training, validation and test
 parts and writes ``survival_report.json`` and ``risk_groups.png`` into the run folder (or ``out_dir``). The
 survival functions behind the Brier score come from the validation part, which the network did not fit
-(:func:`~medical.survival_metrics.calibrated_survival`; the training part when there is no validation part).
+(:func:`~medical.survival_metrics.calibrated_survival`); without one, from the Breslow estimator on the training
+risks.
 
 >>> report = survival_report("survival_fusion.metabric", out_dir="/tmp/report")  # doctest: +SKIP
 >>> sorted(report["test"])  # doctest: +SKIP
