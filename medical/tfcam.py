@@ -11,10 +11,14 @@ Our reading of the paper's idea, built from the core's attention layers:
    variables) attend to each other (the core's :class:`~hub.attention.cross_attention.DualCrossAttention`);
 4. the fused vector, with the admission descriptors, goes through an MLP head.
 
-Our addition, off by default (``summaries=True``): a wide path of each variable's last, mean, minimum and
+Our additions, off by default: ``summaries=True``, a wide path of each variable's last, mean, minimum and
 maximum observed value and its number of observations (what the gradient-boosting baseline sees),
-computed from the same inputs and joined to the fused vector before the head. The explanations below
-read the attention only, so they do not show what the model takes from that path.
+computed from the same inputs and joined to the fused vector before the head (``summary_dim`` wide);
+``k > 1``, k ensemble members over that path and the head in the BatchEnsemble style of TabM (Gorishniy
+et al., ICLR 2025; :mod:`tabular.tabm`): the attention layers are shared, each member has its own adapters on
+the summary layer and its own head; in training the members' logits (B, k, C) are returned, each trained on
+its own loss (the classification task averages them), in evaluation the log of their mean probability.
+The explanations below read the attention only, so they do not show what the model takes from the wide path.
 
 Explanations (:meth:`TFCAM.explain`), the paper's three levels: critical time periods (the attention
 variables pay to each hour), a feature ranking (the attention hours pay to each variable), and
@@ -22,13 +26,16 @@ feature-to-feature influence across time (the within-hour attention between vari
 how critical each hour is).
 
 Shapes:
-    values, mask: (B, T, F), static: (B, S) -> logits (B, num_classes); ``forward_features`` -> (B, num_features).
+    values, mask: (B, T, F), static: (B, S) -> logits (B, num_classes) (k > 1 in training: (B, k, num_classes));
+    ``forward_features`` -> (B, k, num_features).
 
 >>> model = tfcam(num_variables=37, num_static=9)
 >>> model(torch.zeros(2, 48, 37), torch.ones(2, 48, 37, dtype=torch.bool), torch.zeros(2, 9)).shape
 torch.Size([2, 2])
 """
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
@@ -37,6 +44,7 @@ from hub.attention.cross_attention import DualCrossAttention
 from hub.attention.functional import MultiHeadAttention
 from hub.errors import DataError
 from hub.registry import register_model
+from tabular.tabm import LinearBatchEnsemble, MemberHeads
 
 
 def check_stays(values: torch.Tensor, mask: torch.Tensor, static: torch.Tensor, num_variables: int,
@@ -82,9 +90,9 @@ class AxisAttention(nn.Module):
 
 class TFCAM(nn.Module):
     def __init__(self, num_variables: int, num_static: int, num_classes: int, hours: int, dim: int, num_heads: int,
-                 dropout: float, summaries: bool = False):
+                 dropout: float, summaries: bool = False, summary_dim: int | None = None, k: int = 1):
         super().__init__()
-        self.num_variables, self.num_static, self.num_classes = num_variables, num_static, num_classes
+        self.num_variables, self.num_static, self.num_classes, self.k = num_variables, num_static, num_classes, k
         # the value term starts at unit scale and the identity embeddings small, so that the (standardised)
         # measurements, not the token's position, dominate the first layers' inputs
         self.value_weight = nn.Parameter(torch.randn(num_variables, dim))
@@ -98,14 +106,16 @@ class TFCAM(nn.Module):
         self.across_hours = AxisAttention(dim, num_heads)
         self.cross = DualCrossAttention(dim, dim, dim, num_heads, fusion="concat", dropout=dropout)
         self.static = nn.Sequential(nn.Linear(num_static, dim), nn.GELU())
-        self.summary = nn.Sequential(nn.Linear(5 * num_variables, dim), nn.GELU()) if summaries else None
-        self.num_features = self.cross.num_features + dim * (2 if summaries else 1)
+        summary_dim = summary_dim or dim
+        self.summary = nn.Sequential(LinearBatchEnsemble(5 * num_variables, summary_dim, k, random_signs=k > 1),
+                                     nn.GELU()) if summaries else None
+        self.num_features = self.cross.num_features + dim + (summary_dim if summaries else 0)
         self.dropout = nn.Dropout(dropout)
         self.reset_classifier(num_classes)
 
     def reset_classifier(self, num_classes: int) -> None:
         self.num_classes = num_classes
-        self.head = nn.Sequential(nn.LayerNorm(self.num_features), nn.Linear(self.num_features, num_classes))
+        self.head = nn.Sequential(nn.LayerNorm(self.num_features), MemberHeads(self.num_features, num_classes, self.k))
 
     def _tokens(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if values.shape[1] > self.hour.shape[0]:
@@ -121,15 +131,21 @@ class TFCAM(nn.Module):
         variables, hours = self.dropout(z.mean(1)), self.dropout(z.mean(2))  # (B, F, D), (B, T, D)
         fused = self.cross(variables, hours, need_weights=need_weights)
         fused, cross = fused if need_weights else (fused, None)
-        wide = [self.summary(stay_summaries(values, mask))] if self.summary is not None else []
-        features = torch.cat([fused, self.static(static), *wide], -1)  # (B, num_features)
+        members = lambda x: x[:, None].expand(-1, self.k, -1)  # noqa: E731  (B, D) -> (B, k, D)
+        wide = [self.summary(members(stay_summaries(values, mask)))] if self.summary is not None else []
+        features = torch.cat([members(torch.cat([fused, self.static(static)], -1)), *wide], -1)  # (B, k, features)
         return features, {"between_variables": between_variables, **(cross or {})}
 
     def forward_features(self, values: torch.Tensor, mask: torch.Tensor, static: torch.Tensor) -> torch.Tensor:
         return self._encode(values, mask, static)[0]
 
     def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return features if pre_logits else self.head(self.dropout(features))
+        if pre_logits:
+            return features
+        logits = self.head(self.dropout(features))  # (B, k, C)
+        if self.k == 1:
+            return logits[:, 0]
+        return logits if self.training else logits.log_softmax(-1).logsumexp(1) - math.log(self.k)
 
     def forward(self, values: torch.Tensor, mask: torch.Tensor, static: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(values, mask, static))
@@ -149,6 +165,8 @@ class TFCAM(nn.Module):
 
 @register_model(task="classification")
 def tfcam(num_variables: int = 37, num_static: int = 9, num_classes: int = 2, hours: int = 48, dim: int = 16,
-          num_heads: int = 2, dropout: float = 0.2, summaries: bool = False) -> TFCAM:
-    """TFCAM: attention across hours and across variables, then temporal-feature cross attention."""
-    return TFCAM(num_variables, num_static, num_classes, hours, dim, num_heads, dropout, summaries)
+          num_heads: int = 2, dropout: float = 0.2, summaries: bool = False, summary_dim: int | None = None,
+          k: int = 1) -> TFCAM:
+    """TFCAM: attention across hours and across variables, then temporal-feature cross attention; optionally
+    the summary path (``summaries``, ``summary_dim`` wide) and k BatchEnsemble members over it and the head."""
+    return TFCAM(num_variables, num_static, num_classes, hours, dim, num_heads, dropout, summaries, summary_dim, k)

@@ -246,28 +246,45 @@ def _stays(b=8, t=12, f=5, s=3):
 
 @pytest.mark.parametrize("family,args", [("tfcam", dict(hours=12, dim=16, num_heads=2, dropout=0.0)),
                                          ("tfcam", dict(hours=12, dim=16, num_heads=2, dropout=0.0, summaries=True)),
+                                         ("tfcam", dict(hours=12, dim=16, num_heads=2, dropout=0.0, summaries=True,
+                                                        summary_dim=8, k=4)),
                                          ("icu_gru", dict(hidden=16, dropout=0.0))])
 def test_icu_models_shapes_gradients_overfit_and_bad_input(family, args):
+    from hub.tasks import create_task
     from hub.testing import assert_overfits, params_without_grad
 
     torch.manual_seed(0)
     model = hub.create_model(family, num_variables=5, num_static=3, **args)
     values, mask, static = _stays()
-    logits = model(values, mask, static)
-    assert logits.shape == (8, 2) and torch.isfinite(logits).all()
-    assert model.forward_features(values, mask, static).shape == (8, model.num_features)
-    logits.sum().backward()
-    assert params_without_grad(model) == []
+    step = create_task("classification", num_classes=2).step  # handles (B, k, C) member logits
     y = torch.arange(8) % 2
-    assert_overfits(model, lambda: F.cross_entropy(model(values, mask, static), y), steps=150, lr=5e-3)
+    step(model.train(), ({"values": values, "mask": mask, "static": static}, y), "train")[0].backward()
+    assert params_without_grad(model) == []
+    logits = model.eval()(values, mask, static)
+    assert logits.shape == (8, 2) and torch.isfinite(logits).all()
+    features = model.forward_features(values, mask, static)
+    assert features.shape[0] == 8 and features.shape[-1] == model.num_features
+    model.train()
+    assert_overfits(model, lambda: step(model, ({"values": values, "mask": mask, "static": static}, y), "train")[0],
+                    steps=150, lr=5e-3)
     model.reset_classifier(3)
-    assert model(values, mask, static).shape == (8, 3)
+    assert model.eval()(values, mask, static).shape == (8, 3)
     with pytest.raises(DataError, match=r"expected values and mask of shape \(batch, hours, 5\)"):
         model(values[..., :4], mask[..., :4], static)
     bad = values.clone()
     bad[0, 0, 0] = float("nan")
     with pytest.raises(DataError, match="NaN or inf"):
         model(bad, mask, static)
+
+
+def test_tfcam_members_predict_their_mean_probability():
+    torch.manual_seed(0)
+    model = hub.create_model("tfcam", num_variables=5, num_static=3, hours=12, dropout=0.0, summaries=True, k=4)
+    values, mask, static = _stays()
+    members = model.train()(values, mask, static)  # (B, k, C)
+    assert members.shape == (8, 4, 2) and members.std(1).min() > 0  # the members differ
+    expected = members.softmax(-1).mean(1)
+    torch.testing.assert_close(model.eval()(values, mask, static).softmax(-1), expected)
 
 
 def test_stay_summaries_match_a_loop_over_observed_hours():
