@@ -1,8 +1,8 @@
 """Audio data: the Free Spoken Digit Dataset with a speaker-held-out split, and user audio folders.
 
 Spectrograms are computed once per process (:func:`audio.features.cached_log_mels`), normalised with
-the training split's mean and std (kept in the card's ``input_spec``) and cut/padded to
-``target_frames``; epochs after the first do no feature work. Training items are augmented on the
+the training split's mean and std (kept in the card's ``input_spec``) and cut/padded or stretched
+(``time_fit``) to ``target_frames``; epochs after the first do no feature work. Training items are augmented on the
 cached spectrograms, seeded by (seed, epoch, index) so a resumed run augments exactly as an
 uninterrupted one: SpecAugment (torchaudio's frequency and time masking; Park et al., 2019), a random
 time roll, additive Gaussian noise, and mixup (Zhang et al., 2018; lambda ~ Beta(10, 10) as AST)
@@ -93,10 +93,11 @@ class SpectrogramData(HubDataModule):
     task = "soft-label-classification"
 
     def __init__(self, batch_size: int, num_workers: int, seed: int, target_frames: int, mean: float | None,
-                 std: float | None, augment: dict[str, Any], pretext: bool = False, lifter: int | None = None):
+                 std: float | None, augment: dict[str, Any], pretext: bool = False, lifter: int | None = None,
+                 time_fit: str = "cut"):
         super().__init__(batch_size, num_workers, seed)
         self.target_frames, self.mean, self.std, self.augment, self.pretext = target_frames, mean, std, augment, pretext
-        self.lifter = lifter
+        self.lifter, self.time_fit = lifter, time_fit
         if pretext:
             self.task = "masked-patch-modelling"
 
@@ -109,7 +110,7 @@ class SpectrogramData(HubDataModule):
         splits, classes = self.split_items()
         specs = {name: cached_log_mels([f for f, _ in items], lifter=self.lifter) for name, items in splits.items()}
         mean, std = (self.mean, self.std) if self.mean is not None else training_stats(specs["train"])
-        self.input_spec = audio_spec(self.target_frames, mean, std, lifter=self.lifter)
+        self.input_spec = audio_spec(self.target_frames, mean, std, lifter=self.lifter, time_fit=self.time_fit)
         tensors = {}
         for name, items in splits.items():
             x = torch.stack([normalise(s, self.input_spec) for s in specs[name]])  # (N, F, T)
@@ -205,12 +206,14 @@ def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixu
 def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker: str = "theo",
          val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
          freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
-         pretext: bool = False, lifter: int | None = None) -> FSDDData:
+         pretext: bool = False, lifter: int | None = None, time_fit: str = "cut") -> FSDDData:
     """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
-    ``lifter`` smooths the log-mels along frequency (:func:`audio.features.log_mel`)."""
+    ``lifter`` smooths the log-mels along frequency (:func:`audio.features.log_mel`); ``time_fit`` cuts/pads or
+    stretches clips to ``target_frames`` (:func:`audio.features.fit_frames`)."""
     return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
                     num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
-                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), pretext=pretext, lifter=lifter)
+                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), pretext=pretext, lifter=lifter,
+                    time_fit=time_fit)
 
 
 def scan_audio_folder(root: Path) -> dict[str, list[Path]]:
@@ -253,12 +256,14 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
                  time_shift: int = 10, noise: float = 0.1, mixup: float = 0.0,
-                 lifter: int | None = None) -> AudioFolderData:
+                 lifter: int | None = None, time_fit: str = "cut") -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
-    the training split's; ``lifter`` as in :func:`audio.features.log_mel`."""
+    the training split's; ``lifter`` as in :func:`audio.features.log_mel`, ``time_fit`` as in
+    :func:`audio.features.fit_frames`."""
     return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
-                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), lifter=lifter)
+                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), lifter=lifter,
+                           time_fit=time_fit)
 
 
 @register_finetune_adapter("audio")
@@ -268,7 +273,7 @@ def audio_folder_section(card, path: str) -> dict[str, Any]:
     spec = card.input_spec
     return {"name": "audio_folder", "args": {"root": str(path), "target_frames": spec["target_frames"],
                                              "mean": spec["mean"], "std": spec["std"],
-                                             "lifter": spec.get("lifter")}}
+                                             "lifter": spec.get("lifter"), "time_fit": spec.get("time_fit", "cut")}}
 
 
 @register_predict_adapter("audio")

@@ -7,7 +7,10 @@ features do not depend on the recording level (FSDD's speakers were recorded at 
 apart; without it a held-out quiet speaker loses ~20 points of accuracy). Optionally (``lifter=K``, our
 addition, off by default) the log-mel is smoothed along frequency by keeping its first K DCT coefficients
 over the mel bins (cepstral liftering, as MFCCs do): the spectral envelope (formants) stays, the pitch
-harmonics, which tell speakers apart more than digits, go. Documented conversions (not errors): several channels are
+harmonics, which tell speakers apart more than digits, go. Clips are fitted to the frame count by cutting or
+padding (``time_fit="cut"``, as AST) or (our option, ``"stretch"``) by resampling the whole clip along time,
+which takes out each speaker's pace: a slow and a fast "seven" then line up frame by frame. Stretching
+assumes clips trimmed to the sound, as FSDD's are; leading or trailing silence would be stretched with it. Documented conversions (not errors): several channels are
 averaged to mono; every file is resampled to 16 kHz from its own rate, so a folder may mix rates.
 Errors (:class:`DataError`, naming the file): a missing or unreadable file, an empty file, a clip
 shorter than one 25 ms window, non-finite samples, and a silent clip (peak below ``SILENCE_PEAK``,
@@ -28,6 +31,7 @@ from typing import Any, Iterable
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import torchaudio
 
 from hub.errors import DataError
@@ -92,27 +96,37 @@ def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: in
     return fbank.T.contiguous()  # (T, F) -> (F, T)
 
 
-def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0) -> torch.Tensor:
-    """Cut (keeping the start) or pad on the right with ``pad_value`` to exactly ``frames`` frames.
+TIME_FITS = ("cut", "stretch")
+
+
+def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0, time_fit: str = "cut") -> torch.Tensor:
+    """Exactly ``frames`` frames: ``"cut"`` cuts (keeping the start) or pads on the right with ``pad_value``;
+    ``"stretch"`` resamples the whole clip along time (linear interpolation), so every clip spans the same
+    frames whatever its duration (see the module docstring).
 
     Shapes: spec: (F, T) -> (F, frames)
     """
+    if time_fit not in TIME_FITS:
+        raise DataError(f"time_fit must be one of {TIME_FITS}, got {time_fit!r}")
+    if time_fit == "stretch":
+        return F.interpolate(spec[None], size=frames, mode="linear", align_corners=False)[0]
     if spec.shape[-1] >= frames:
         return spec[..., :frames]
     return torch.nn.functional.pad(spec, (0, frames - spec.shape[-1]), value=pad_value)
 
 
 def audio_spec(target_frames: int, mean: float, std: float, num_mel_bins: int = NUM_MEL_BINS,
-               lifter: int | None = None) -> dict[str, Any]:
+               lifter: int | None = None, time_fit: str = "cut") -> dict[str, Any]:
     """The card's ``input_spec`` for spectrogram models: what :func:`model_input` needs to rebuild inputs."""
     return {"kind": "audio", "sample_rate": SAMPLE_RATE, "num_mel_bins": num_mel_bins, "lifter": lifter,
-            "target_frames": target_frames, "mean": mean, "std": std}
+            "target_frames": target_frames, "time_fit": time_fit, "mean": mean, "std": std}
 
 
 def normalise(spec: torch.Tensor, input_spec: dict[str, Any]) -> torch.Tensor:
-    """Normalise with the training-set statistics, then cut/pad to the spec's frame count (padding = the
-    training mean, i.e. 0 after normalising). Shapes: (F, T) -> (F, target_frames)"""
-    return fit_frames((spec - input_spec["mean"]) / input_spec["std"], input_spec["target_frames"])
+    """Normalise with the training-set statistics, then fit to the spec's frame count (``time_fit``; padding =
+    the training mean, i.e. 0 after normalising). Shapes: (F, T) -> (F, target_frames)"""
+    return fit_frames((spec - input_spec["mean"]) / input_spec["std"], input_spec["target_frames"],
+                      time_fit=input_spec.get("time_fit", "cut"))  # cards from before time_fit cut
 
 
 def model_input(path: str | Path, input_spec: dict[str, Any]) -> torch.Tensor:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hub
-from audio.features import SAMPLE_RATE, fit_frames, log_mel, model_input, read_audio
+from audio.features import SAMPLE_RATE, audio_spec, fit_frames, log_mel, model_input, read_audio
 from hub.errors import DataError, OfflineError
 from hub.testing import assert_overfits, params_without_grad
 
@@ -116,10 +116,22 @@ def test_fbank_shapes_cut_pad_and_normalisation():
     assert padded.shape == (128, 120) and (padded[:, 98:] == -1).all()
 
 
+def test_time_fit_stretches_whole_clips(tmp_path):
+    ramp = torch.arange(1.0, 101.0).repeat(128, 1)  # (F, 100): frame t holds t + 1
+    torch.testing.assert_close(fit_frames(ramp, 50, time_fit="stretch")[0], torch.arange(50.0) * 2 + 1.5)
+    longer = fit_frames(ramp[:, :20], 50, time_fit="stretch")  # a short clip spans all 50 frames, no padding
+    assert longer.shape == (128, 50) and longer.min() == 1 and longer.max() == 20 and (longer.diff(dim=1) >= 0).all()
+    with pytest.raises(DataError, match="time_fit must be one of"):
+        fit_frames(ramp, 50, time_fit="crop")
+    wave = torch.sin(torch.linspace(0, 800 * 6.28, 7000)) * torch.linspace(0, 1, 7000)
+    sf.write(tmp_path / "tone.wav", wave.numpy(), SAMPLE_RATE)
+    spec = audio_spec(64, mean=0.0, std=1.0, time_fit="stretch")
+    torch.testing.assert_close(model_input(tmp_path / "tone.wav", spec),
+                               fit_frames(log_mel(read_audio(tmp_path / "tone.wav")), 64, time_fit="stretch"))
+
+
 def test_lifter_projects_onto_the_first_dct_coefficients(tmp_path):
     from scipy.fft import dct, idct
-
-    from audio.features import audio_spec
 
     t = torch.arange(SAMPLE_RATE // 2) / SAMPLE_RATE
     wave = sum(torch.sin(2 * torch.pi * 120 * k * t) / k for k in range(1, 30))  # a 120 Hz voice-like pulse train
@@ -157,8 +169,6 @@ def test_stereo_is_averaged_and_rates_are_resampled(tmp_path):
 @given(rate=st.sampled_from([8000, 11025, 16000, 22050, 44100, 48000]), channels=st.integers(1, 3),
        seconds=st.floats(0.05, 1.5))
 def test_any_rate_and_channel_count_gives_the_model_input(tmp_path_factory, rate, channels, seconds):
-    from audio.features import audio_spec
-
     path = tmp_path_factory.mktemp("clips") / "clip.wav"
     sf.write(path, tone(300, rate, seconds, channels), rate)
     assert read_audio(path).shape[0] == pytest.approx(seconds * SAMPLE_RATE, abs=SAMPLE_RATE / rate + 2)
@@ -278,7 +288,8 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
                  "data.args.test_fraction=0.25"]) == 0
     run = capsys.readouterr().out.strip().splitlines()[-1].split(": ", 1)[1]
     shipped = hub.load("ast_tiny.fsdd").pretrained_cfg.input_spec
-    assert hub.load(run).pretrained_cfg.input_spec["lifter"] == shipped["lifter"]  # the features it was trained on
+    tuned = hub.load(run).pretrained_cfg.input_spec
+    assert (tuned["lifter"], tuned["time_fit"]) == (shipped["lifter"], shipped["time_fit"])  # as the weights learnt
     files = [str(p) for p in sorted(folder.rglob("*.*"))[:3]]
     assert main(["predict", run, *files, "--top-k", "2", "--out", str(tmp_path / "preds.csv"), "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
