@@ -10,8 +10,9 @@ over the mel bins (cepstral liftering, as MFCCs do): the spectral envelope (form
 harmonics, which tell speakers apart more than digits, go. Clips are fitted to the frame count by cutting or
 padding (``time_fit="cut"``, as AST) or (our option, ``"stretch"``) by resampling the whole clip along time,
 which takes out each speaker's pace: a slow and a fast "seven" then line up frame by frame. Stretching
-assumes clips trimmed to the sound, as FSDD's are; leading or trailing silence would be stretched with it. Documented conversions (not errors): several channels are
-averaged to mono; every file is resampled to 16 kHz from its own rate, so a folder may mix rates.
+assumes clips trimmed to the sound, as FSDD's are; leading or trailing silence would be stretched with it.
+Documented conversions (not errors): several channels are averaged to mono; every file is resampled to
+16 kHz from its own rate, so a folder may mix rates.
 Errors (:class:`DataError`, naming the file): a missing or unreadable file, an empty file, a clip
 shorter than one 25 ms window, non-finite samples, and a silent clip (peak below ``SILENCE_PEAK``,
 -80 dBFS), which has no spectrum to classify.
