@@ -2,8 +2,8 @@
 
 Spectrograms are computed once per process (:func:`audio.features.cached_log_mels`), normalised with
 the training split's mean and std (kept in the card's ``input_spec``) and cut/padded or stretched
-(``time_fit``) to ``target_frames``; epochs after the first do no feature work. Training items are augmented on the
-cached spectrograms, seeded by (seed, epoch, index) so a resumed run augments exactly as an
+(``time_fit``) to ``target_frames``; epochs after the first do no feature work. Training items are
+augmented on the cached spectrograms, seeded by (seed, epoch, index) so a resumed run augments exactly as an
 uninterrupted one: SpecAugment (torchaudio's frequency and time masking; Park et al., 2019), a random
 time roll, additive Gaussian noise, and mixup (Zhang et al., 2018; lambda ~ Beta(10, 10) as AST)
 with soft targets.
@@ -25,7 +25,8 @@ import torch.nn.functional as F
 import torchaudio
 from torch.utils.data import TensorDataset
 
-from audio.features import AUDIO_SUFFIXES, audio_spec, cached_log_mels, model_input, normalise, training_stats
+from audio.features import (AUDIO_SUFFIXES, audio_spec, cached_log_mels, check_time_fit, model_input, normalise,
+                            training_stats)
 from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
 from hub.errors import DataError
@@ -97,6 +98,7 @@ class SpectrogramData(HubDataModule):
                  time_fit: str = "cut"):
         super().__init__(batch_size, num_workers, seed)
         self.target_frames, self.mean, self.std, self.augment, self.pretext = target_frames, mean, std, augment, pretext
+        check_time_fit(time_fit)  # here, before any audio is read
         self.lifter, self.time_fit = lifter, time_fit
         if pretext:
             self.task = "masked-patch-modelling"

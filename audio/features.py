@@ -100,6 +100,11 @@ def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: in
 TIME_FITS = ("cut", "stretch")
 
 
+def check_time_fit(time_fit: str) -> None:
+    if time_fit not in TIME_FITS:
+        raise DataError(f"time_fit must be one of {TIME_FITS}, got {time_fit!r}")
+
+
 def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0, time_fit: str = "cut") -> torch.Tensor:
     """Exactly ``frames`` frames: ``"cut"`` cuts (keeping the start) or pads on the right with ``pad_value``;
     ``"stretch"`` resamples the whole clip along time (linear interpolation), so every clip spans the same
@@ -107,8 +112,7 @@ def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0, time_fit
 
     Shapes: spec: (F, T) -> (F, frames)
     """
-    if time_fit not in TIME_FITS:
-        raise DataError(f"time_fit must be one of {TIME_FITS}, got {time_fit!r}")
+    check_time_fit(time_fit)
     if time_fit == "stretch":
         return F.interpolate(spec[None], size=frames, mode="linear", align_corners=False)[0]
     if spec.shape[-1] >= frames:

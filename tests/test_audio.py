@@ -117,12 +117,16 @@ def test_fbank_shapes_cut_pad_and_normalisation():
 
 
 def test_time_fit_stretches_whole_clips(tmp_path):
+    from hub.registry import get_dataset_entry
+
     ramp = torch.arange(1.0, 101.0).repeat(128, 1)  # (F, 100): frame t holds t + 1
     torch.testing.assert_close(fit_frames(ramp, 50, time_fit="stretch")[0], torch.arange(50.0) * 2 + 1.5)
     longer = fit_frames(ramp[:, :20], 50, time_fit="stretch")  # a short clip spans all 50 frames, no padding
     assert longer.shape == (128, 50) and longer.min() == 1 and longer.max() == 20 and (longer.diff(dim=1) >= 0).all()
     with pytest.raises(DataError, match="time_fit must be one of"):
         fit_frames(ramp, 50, time_fit="crop")
+    with pytest.raises(DataError, match="time_fit must be one of"):
+        get_dataset_entry("audio_folder").builder(str(tmp_path), time_fit="crop")  # refused before any file is read
     wave = torch.sin(torch.linspace(0, 800 * 6.28, 7000)) * torch.linspace(0, 1, 7000)
     sf.write(tmp_path / "tone.wav", wave.numpy(), SAMPLE_RATE)
     spec = audio_spec(64, mean=0.0, std=1.0, time_fit="stretch")

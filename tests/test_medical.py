@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import hub
 import hub.adapters
@@ -257,16 +256,15 @@ def test_icu_models_shapes_gradients_overfit_and_bad_input(family, args):
     model = hub.create_model(family, num_variables=5, num_static=3, **args)
     values, mask, static = _stays()
     step = create_task("classification", num_classes=2).step  # handles (B, k, C) member logits
-    y = torch.arange(8) % 2
-    step(model.train(), ({"values": values, "mask": mask, "static": static}, y), "train")[0].backward()
+    batch = ({"values": values, "mask": mask, "static": static}, torch.arange(8) % 2)
+    step(model.train(), batch, "train")[0].backward()
     assert params_without_grad(model) == []
     logits = model.eval()(values, mask, static)
     assert logits.shape == (8, 2) and torch.isfinite(logits).all()
     features = model.forward_features(values, mask, static)
     assert features.shape[0] == 8 and features.shape[-1] == model.num_features
     model.train()
-    assert_overfits(model, lambda: step(model, ({"values": values, "mask": mask, "static": static}, y), "train")[0],
-                    steps=150, lr=5e-3)
+    assert_overfits(model, lambda: step(model, batch, "train")[0], steps=150, lr=5e-3)
     model.reset_classifier(3)
     assert model.eval()(values, mask, static).shape == (8, 3)
     with pytest.raises(DataError, match=r"expected values and mask of shape \(batch, hours, 5\)"):
