@@ -117,7 +117,7 @@ def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0, time_fit
         return F.interpolate(spec[None], size=frames, mode="linear", align_corners=False)[0]
     if spec.shape[-1] >= frames:
         return spec[..., :frames]
-    return torch.nn.functional.pad(spec, (0, frames - spec.shape[-1]), value=pad_value)
+    return F.pad(spec, (0, frames - spec.shape[-1]), value=pad_value)
 
 
 def audio_spec(target_frames: int, mean: float, std: float, num_mel_bins: int = NUM_MEL_BINS,
