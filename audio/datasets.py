@@ -5,8 +5,9 @@ the training split's mean and std (kept in the card's ``input_spec``) and cut/pa
 (``time_fit``) to ``target_frames``; epochs after the first do no feature work. Training items are
 augmented on the cached spectrograms, seeded by (seed, epoch, index) so a resumed run augments exactly as an
 uninterrupted one: SpecAugment (torchaudio's frequency and time masking; Park et al., 2019), a random
-time roll, additive Gaussian noise, and mixup (Zhang et al., 2018; lambda ~ Beta(10, 10) as AST)
-with soft targets.
+time roll, a random spectral tilt (``tilt``: a smooth curve over the mel bins, the same in every frame, drawn
+as random cepstral coefficients 1-3, as a different microphone or vocal tract would colour the sound), additive
+Gaussian noise, and mixup (Zhang et al., 2018; lambda ~ Beta(10, 10) as AST) with soft targets.
 
 Shapes: items (F, T) with an int label (evaluation) or a (num_classes,) soft target (training).
 """
@@ -39,15 +40,22 @@ FSDD_URL = f"https://github.com/Jakobovski/free-spoken-digit-dataset/archive/{FS
 # sha256 of MANIFEST.tsv ("path\tbytes\tsha256" rows of recordings/*.wav, sorted): it pins all 3000 files.
 FSDD_MANIFEST_SHA256 = "97ba519b95203499711033452e88eff9190e0b750080670f676fb26d292f17f4"
 FSDD_SPEAKERS = ("george", "jackson", "lucas", "nicolas", "theo", "yweweler")
+TILT_COEFFICIENTS = 3  # cepstral coefficients 1-3: slope and the two next smoothest curves over the mel bins
 
 
 class SpectrogramAugment(EpochSeededDataset):
-    """Training spectrograms with SpecAugment, time roll, noise and mixup; soft one-hot targets."""
+    """Training spectrograms with SpecAugment, time roll, spectral tilt, noise and mixup; soft one-hot targets.
+
+    ``tilt`` is the std of the random cepstral coefficients 1-3 added to every frame (orthonormal DCT-II bases
+    over the mel bins, in units of the normalised spectrogram).
+    """
 
     def __init__(self, specs: torch.Tensor, labels: torch.Tensor, num_classes: int, seed: int, freq_mask: int = 0,
-                 time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0):
+                 time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0, tilt: float = 0.0):
         self.specs, self.labels, self.num_classes, self.seed = specs, labels, num_classes, seed
-        self.time_shift, self.noise, self.mixup = time_shift, noise, mixup
+        self.time_shift, self.noise, self.mixup, self.tilt = time_shift, noise, mixup, tilt
+        bases = torchaudio.functional.create_dct(TILT_COEFFICIENTS + 1, specs.shape[1], "ortho")  # (F, 4)
+        self.tilt_bases = bases[:, 1:]  # (F, 3): coefficient 0, the level, is left alone
         self.masks = torch.nn.Sequential(*([torchaudio.transforms.FrequencyMasking(freq_mask)] if freq_mask else []),
                                          *([torchaudio.transforms.TimeMasking(time_mask)] if time_mask else []))
 
@@ -62,6 +70,9 @@ class SpectrogramAugment(EpochSeededDataset):
             other, lam = int(rng.integers(len(self.labels))), float(rng.beta(10.0, 10.0))
             x = lam * x + (1 - lam) * self.specs[other]
             target = lam * target + (1 - lam) * F.one_hot(self.labels[other], self.num_classes).float()
+        if self.tilt:
+            coefficients = self.tilt * torch.from_numpy(rng.standard_normal(TILT_COEFFICIENTS, dtype=np.float32))
+            x = x + (self.tilt_bases @ coefficients).unsqueeze(-1)  # (F, 3) @ (3,) -> (F, 1), every frame
         if self.time_shift:
             x = torch.roll(x, int(rng.integers(-self.time_shift, self.time_shift + 1)), dims=-1)
         if self.noise:
@@ -200,22 +211,25 @@ class FSDDData(SpectrogramData):
         return {"train": pick(train_idx), "val": pick(val_idx), "test": test}, [str(d) for d in range(10)]
 
 
-def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixup: float) -> dict[str, Any]:
-    return {"freq_mask": freq_mask, "time_mask": time_mask, "time_shift": time_shift, "noise": noise, "mixup": mixup}
+def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixup: float, tilt: float
+             ) -> dict[str, Any]:
+    return {"freq_mask": freq_mask, "time_mask": time_mask, "time_shift": time_shift, "noise": noise, "mixup": mixup,
+            "tilt": tilt}
 
 
 @register_dataset(task="classification")
 def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker: str = "theo",
          val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
          freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
-         pretext: bool = False, lifter: int | None = None, time_fit: str = "cut") -> FSDDData:
+         pretext: bool = False, lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0) -> FSDDData:
     """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
-    ``lifter`` smooths the log-mels along frequency (:func:`audio.features.log_mel`); ``time_fit`` cuts/pads or
-    stretches clips to ``target_frames`` (:func:`audio.features.fit_frames`)."""
+    ``tilt`` as in :class:`SpectrogramAugment`; ``lifter`` smooths the log-mels along frequency
+    (:func:`audio.features.log_mel`); ``time_fit`` cuts/pads or stretches clips to ``target_frames``
+    (:func:`audio.features.fit_frames`)."""
     return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
                     num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
-                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), pretext=pretext, lifter=lifter,
-                    time_fit=time_fit)
+                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt), pretext=pretext,
+                    lifter=lifter, time_fit=time_fit)
 
 
 def scan_audio_folder(root: Path) -> dict[str, list[Path]]:
@@ -258,13 +272,13 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
                  time_shift: int = 10, noise: float = 0.1, mixup: float = 0.0,
-                 lifter: int | None = None, time_fit: str = "cut") -> AudioFolderData:
+                 lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0) -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
-    the training split's; ``lifter`` as in :func:`audio.features.log_mel`, ``time_fit`` as in
-    :func:`audio.features.fit_frames`."""
+    the training split's; ``tilt`` as in :class:`SpectrogramAugment`, ``lifter`` as in
+    :func:`audio.features.log_mel`, ``time_fit`` as in :func:`audio.features.fit_frames`."""
     return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
-                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup), lifter=lifter,
+                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt), lifter=lifter,
                            time_fit=time_fit)
 
 

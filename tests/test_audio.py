@@ -240,6 +240,20 @@ def test_augmentation_is_seeded_by_epoch_and_index():
     assert float(a[1].sum()) == pytest.approx(1.0) and a[1].max() < 1.0  # mixup: a soft target
 
 
+def test_spectral_tilt_is_a_smooth_curve_the_same_in_every_frame():
+    import torchaudio
+
+    from audio.datasets import SpectrogramAugment
+
+    specs, labels = torch.randn(3, 128, 40), torch.arange(3)
+    offset = SpectrogramAugment(specs, labels, 3, seed=0, tilt=1.0)[1][0] - specs[1]  # (F, T)
+    curve = offset[:, 0]  # (F,)
+    assert torch.allclose(offset, curve[:, None].expand_as(offset), atol=1e-5) and curve.abs().max() > 0.01
+    dct = torchaudio.functional.create_dct(4, 128, "ortho")  # (F, 4)
+    assert torch.allclose(dct[:, 1:] @ (dct[:, 1:].T @ curve), curve, atol=1e-5)  # in the span of bases 1-3
+    assert abs(float(curve.sum())) < 1e-4  # the level (coefficient 0) is left alone
+
+
 def test_fsdd_split_holds_one_speaker_out():
     from hub.registry import get_dataset_entry
 
