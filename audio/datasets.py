@@ -26,8 +26,8 @@ import torch.nn.functional as F
 import torchaudio
 from torch.utils.data import TensorDataset
 
-from audio.features import (AUDIO_SUFFIXES, audio_spec, cached_log_mels, check_time_fit, model_input, normalise,
-                            training_stats)
+from audio.features import (AUDIO_SUFFIXES, audio_spec, cached_log_mels, check_time_fit, check_trim_db, model_input,
+                            normalise, training_stats, trim_silence)
 from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
 from hub.errors import DataError
@@ -106,11 +106,12 @@ class SpectrogramData(HubDataModule):
 
     def __init__(self, batch_size: int, num_workers: int, seed: int, target_frames: int, mean: float | None,
                  std: float | None, augment: dict[str, Any], pretext: bool = False, lifter: int | None = None,
-                 time_fit: str = "cut"):
+                 time_fit: str = "cut", trim_db: float | None = None):
         super().__init__(batch_size, num_workers, seed)
         self.target_frames, self.mean, self.std, self.augment, self.pretext = target_frames, mean, std, augment, pretext
         check_time_fit(time_fit)  # here, before any audio is read
-        self.lifter, self.time_fit = lifter, time_fit
+        check_trim_db(trim_db)
+        self.lifter, self.time_fit, self.trim_db = lifter, time_fit, trim_db
         if pretext:
             self.task = "masked-patch-modelling"
 
@@ -121,9 +122,12 @@ class SpectrogramData(HubDataModule):
         if self.train_set is not None:
             return
         splits, classes = self.split_items()
-        specs = {name: cached_log_mels([f for f, _ in items], lifter=self.lifter) for name, items in splits.items()}
+        specs = {name: [trim_silence(s, self.trim_db) for s in cached_log_mels([f for f, _ in items],
+                                                                                lifter=self.lifter)]
+                 for name, items in splits.items()}
         mean, std = (self.mean, self.std) if self.mean is not None else training_stats(specs["train"])
-        self.input_spec = audio_spec(self.target_frames, mean, std, lifter=self.lifter, time_fit=self.time_fit)
+        self.input_spec = audio_spec(self.target_frames, mean, std, lifter=self.lifter, time_fit=self.time_fit,
+                                     trim_db=self.trim_db)
         tensors = {}
         for name, items in splits.items():
             x = torch.stack([normalise(s, self.input_spec) for s in specs[name]])  # (N, F, T)
@@ -221,15 +225,17 @@ def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixu
 def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker: str = "theo",
          val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
          freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
-         pretext: bool = False, lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0) -> FSDDData:
+         pretext: bool = False, lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
+         trim_db: float | None = None) -> FSDDData:
     """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
     ``tilt`` as in :class:`SpectrogramAugment`; ``lifter`` smooths the log-mels along frequency
-    (:func:`audio.features.log_mel`); ``time_fit`` cuts/pads or stretches clips to ``target_frames``
+    (:func:`audio.features.log_mel`); ``trim_db`` trims quiet leading/trailing frames
+    (:func:`audio.features.trim_silence`); ``time_fit`` cuts/pads or stretches clips to ``target_frames``
     (:func:`audio.features.fit_frames`)."""
     return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
                     num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
                     augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt), pretext=pretext,
-                    lifter=lifter, time_fit=time_fit)
+                    lifter=lifter, time_fit=time_fit, trim_db=trim_db)
 
 
 def scan_audio_folder(root: Path) -> dict[str, list[Path]]:
@@ -272,24 +278,28 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
                  time_shift: int = 10, noise: float = 0.1, mixup: float = 0.0,
-                 lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0) -> AudioFolderData:
+                 lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
+                 trim_db: float | None = None) -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
     the training split's; ``tilt`` as in :class:`SpectrogramAugment`, ``lifter`` as in
-    :func:`audio.features.log_mel`, ``time_fit`` as in :func:`audio.features.fit_frames`."""
+    :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
+    :func:`audio.features.fit_frames`."""
     return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
                            augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt), lifter=lifter,
-                           time_fit=time_fit)
+                           time_fit=time_fit, trim_db=trim_db)
 
 
 @register_finetune_adapter("audio")
 def audio_folder_section(card, path: str) -> dict[str, Any]:
-    """Fine-tuning data keeps the card's frame count, smoothing and normalisation, which the weights were
-    trained on."""
+    """Fine-tuning data keeps the card's frame count, smoothing, trimming and normalisation, which the weights
+    were trained on. Clips stretched to the frame count are not rolled along time: the word fills every frame, and a
+    roll would wrap its end round to its start (``benchmarks/audio.md``)."""
     spec = card.input_spec
-    return {"name": "audio_folder", "args": {"root": str(path), "target_frames": spec["target_frames"],
-                                             "mean": spec["mean"], "std": spec["std"],
-                                             "lifter": spec.get("lifter"), "time_fit": spec.get("time_fit", "cut")}}
+    time_fit = spec.get("time_fit", "cut")
+    args = {"root": str(path), "target_frames": spec["target_frames"], "mean": spec["mean"], "std": spec["std"],
+            "lifter": spec.get("lifter"), "trim_db": spec.get("trim_db"), "time_fit": time_fit}
+    return {"name": "audio_folder", "args": {**args, "time_shift": 0} if time_fit == "stretch" else args}
 
 
 @register_predict_adapter("audio")

@@ -10,7 +10,9 @@ over the mel bins (cepstral liftering, as MFCCs do): the spectral envelope (form
 harmonics, which tell speakers apart more than digits, go. Clips are fitted to the frame count by cutting or
 padding (``time_fit="cut"``, as AST) or (our option, ``"stretch"``) by resampling the whole clip along time,
 which takes out each speaker's pace: a slow and a fast "seven" then line up frame by frame. Stretching
-assumes clips trimmed to the sound, as FSDD's are; leading or trailing silence would be stretched with it.
+assumes clips trimmed to the sound; ``trim_db`` (our option, off by default) trims them first: leading and
+trailing frames whose mean log-mel energy lies more than ``trim_db`` dB below the clip's loudest frame are
+dropped (an energy end-point detector), so each speaker's margins of breath and room noise go.
 Documented conversions (not errors): several channels are averaged to mono; every file is resampled to
 16 kHz from its own rate, so a folder may mix rates.
 Errors (:class:`DataError`, naming the file): a missing or unreadable file, an empty file, a clip
@@ -19,7 +21,7 @@ shorter than one 25 ms window, non-finite samples, and a silent clip (peak below
 
 Shapes:
     read_audio(path) -> (samples,) at 16 kHz; log_mel(wave) -> (F, T), F = 128 bins, T = frames;
-    fit_frames(spec, T') -> (F, T').
+    trim_silence(spec, db) -> (F, T'' <= T); fit_frames(spec, T') -> (F, T').
 
 >>> spec = log_mel(torch.randn(16000))
 >>> spec.shape
@@ -98,6 +100,26 @@ def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: in
 
 
 TIME_FITS = ("cut", "stretch")
+NATS_TO_DB = 10 / np.log(10)  # Kaldi's fbank is the natural log of the mel power
+
+
+def check_trim_db(trim_db: float | None) -> None:
+    if trim_db is not None and not trim_db > 0:
+        raise DataError(f"trim_db must be a positive level in dB below the loudest frame (or None), got {trim_db}")
+
+
+def trim_silence(spec: torch.Tensor, trim_db: float | None) -> torch.Tensor:
+    """Drop leading and trailing frames whose mean log-mel energy is more than ``trim_db`` dB below the loudest
+    frame's (``None``: the clip unchanged). Frames inside the sound are kept whatever their level.
+
+    Shapes: spec: (F, T) -> (F, T') with 1 <= T' <= T
+    """
+    check_trim_db(trim_db)
+    if trim_db is None:
+        return spec
+    energy_db = spec.mean(0) * NATS_TO_DB  # (T,)
+    loud = torch.nonzero(energy_db >= energy_db.max() - trim_db).flatten()
+    return spec[:, int(loud[0]):int(loud[-1]) + 1]
 
 
 def check_time_fit(time_fit: str) -> None:
@@ -121,10 +143,10 @@ def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0, time_fit
 
 
 def audio_spec(target_frames: int, mean: float, std: float, num_mel_bins: int = NUM_MEL_BINS,
-               lifter: int | None = None, time_fit: str = "cut") -> dict[str, Any]:
+               lifter: int | None = None, time_fit: str = "cut", trim_db: float | None = None) -> dict[str, Any]:
     """The card's ``input_spec`` for spectrogram models: what :func:`model_input` needs to rebuild inputs."""
     return {"kind": "audio", "sample_rate": SAMPLE_RATE, "num_mel_bins": num_mel_bins, "lifter": lifter,
-            "target_frames": target_frames, "time_fit": time_fit, "mean": mean, "std": std}
+            "trim_db": trim_db, "target_frames": target_frames, "time_fit": time_fit, "mean": mean, "std": std}
 
 
 def normalise(spec: torch.Tensor, input_spec: dict[str, Any]) -> torch.Tensor:
@@ -138,7 +160,7 @@ def model_input(path: str | Path, input_spec: dict[str, Any]) -> torch.Tensor:
     """A file as the normalised ``(F, T)`` spectrogram a model with ``input_spec`` takes."""
     wave = read_audio(path, input_spec["sample_rate"])
     spec = log_mel(wave, input_spec["sample_rate"], input_spec["num_mel_bins"], input_spec.get("lifter"))
-    return normalise(spec, input_spec)
+    return normalise(trim_silence(spec, input_spec.get("trim_db")), input_spec)
 
 
 _CACHE: dict[tuple, torch.Tensor] = {}

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hub
-from audio.features import SAMPLE_RATE, audio_spec, fit_frames, log_mel, model_input, read_audio
+from audio.features import SAMPLE_RATE, audio_spec, fit_frames, log_mel, model_input, read_audio, trim_silence
 from hub.errors import DataError, OfflineError
 from hub.testing import assert_overfits, params_without_grad
 
@@ -132,6 +132,29 @@ def test_time_fit_stretches_whole_clips(tmp_path):
     spec = audio_spec(64, mean=0.0, std=1.0, time_fit="stretch")
     torch.testing.assert_close(model_input(tmp_path / "tone.wav", spec),
                                fit_frames(log_mel(read_audio(tmp_path / "tone.wav")), 64, time_fit="stretch"))
+
+
+def test_trim_silence_drops_quiet_ends_only(tmp_path):
+    from hub.registry import get_dataset_entry
+
+    db = torch.tensor([-50.0, -40, 0, -3, -45, -2, 0, -30, -60])  # frame energies in dB; a pause in the middle
+    spec = (db / 4.3429448).repeat(128, 1)  # (F, 9) in nats, as Kaldi's log fbank
+    torch.testing.assert_close(trim_silence(spec, 20.0), spec[:, 2:7])  # ends below -20 dB go, the pause stays
+    assert torch.equal(trim_silence(spec, 45.0), spec[:, 1:8]) and trim_silence(spec, None) is spec
+    for bad in (0, -10.0):
+        with pytest.raises(DataError, match="trim_db must be a positive level in dB"):
+            get_dataset_entry("fsdd").builder(trim_db=bad)  # refused before any file is read
+    t = torch.arange(6000) / SAMPLE_RATE
+    tone = torch.sin(2 * torch.pi * 500 * t)
+    quiet = 1e-3 * torch.randn(3200, generator=torch.Generator().manual_seed(0))  # 0.2 s at -60 dB
+    sf.write(tmp_path / "padded.wav", torch.cat([quiet, tone, quiet]).numpy(), SAMPLE_RATE)
+    padded = log_mel(read_audio(tmp_path / "padded.wav"))
+    frames = log_mel(tone).shape[1]
+    assert padded.shape[1] >= frames + 38  # 0.4 s of quiet noise added
+    assert 0 <= trim_silence(padded, 20.0).shape[1] - frames <= 4  # back to the tone, and windows over its edges
+    spec = audio_spec(64, mean=0.0, std=1.0, time_fit="stretch", trim_db=20.0)
+    torch.testing.assert_close(model_input(tmp_path / "padded.wav", spec),
+                               fit_frames(trim_silence(padded, 20.0), 64, time_fit="stretch"))
 
 
 def test_lifter_projects_onto_the_first_dct_coefficients(tmp_path):
@@ -308,6 +331,7 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
     shipped = hub.load("ast_tiny.fsdd").pretrained_cfg.input_spec
     tuned = hub.load(run).pretrained_cfg.input_spec
     assert (tuned["lifter"], tuned["time_fit"]) == (shipped["lifter"], shipped["time_fit"])  # as the weights learnt
+    assert hub.load(run).pretrained_cfg.data["args"]["time_shift"] == 0  # stretched clips are not rolled
     files = [str(p) for p in sorted(folder.rglob("*.*"))[:3]]
     assert main(["predict", run, *files, "--top-k", "2", "--out", str(tmp_path / "preds.csv"), "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
