@@ -122,9 +122,10 @@ class SpectrogramData(HubDataModule):
         if self.train_set is not None:
             return
         splits, classes = self.split_items()
-        specs = {name: [trim_silence(s, self.trim_db) for s in cached_log_mels([f for f, _ in items],
-                                                                                lifter=self.lifter)]
-                 for name, items in splits.items()}
+        specs = {}
+        for name, items in splits.items():
+            spectrograms = cached_log_mels([f for f, _ in items], lifter=self.lifter)
+            specs[name] = [trim_silence(s, self.trim_db) for s in spectrograms]
         mean, std = (self.mean, self.std) if self.mean is not None else training_stats(specs["train"])
         self.input_spec = audio_spec(self.target_frames, mean, std, lifter=self.lifter, time_fit=self.time_fit,
                                      trim_db=self.trim_db)
@@ -277,13 +278,17 @@ class AudioFolderData(SpectrogramData):
 def audio_folder(root: str, target_frames: int = 100, mean: float | None = None, std: float | None = None,
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
-                 time_shift: int = 10, noise: float = 0.1, mixup: float = 0.0,
+                 time_shift: int | None = None, noise: float = 0.1, mixup: float = 0.0,
                  lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
                  trim_db: float | None = None) -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
     the training split's; ``tilt`` as in :class:`SpectrogramAugment`, ``lifter`` as in
     :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
-    :func:`audio.features.fit_frames`."""
+    :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
+    cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its
+    start (``benchmarks/audio.md``)."""
+    if time_shift is None:
+        time_shift = 10 if time_fit == "cut" else 0
     return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
                            augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt), lifter=lifter,
@@ -293,13 +298,11 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
 @register_finetune_adapter("audio")
 def audio_folder_section(card, path: str) -> dict[str, Any]:
     """Fine-tuning data keeps the card's frame count, smoothing, trimming and normalisation, which the weights
-    were trained on. Clips stretched to the frame count are not rolled along time: the word fills every frame, and a
-    roll would wrap its end round to its start (``benchmarks/audio.md``)."""
+    were trained on."""
     spec = card.input_spec
-    time_fit = spec.get("time_fit", "cut")
-    args = {"root": str(path), "target_frames": spec["target_frames"], "mean": spec["mean"], "std": spec["std"],
-            "lifter": spec.get("lifter"), "trim_db": spec.get("trim_db"), "time_fit": time_fit}
-    return {"name": "audio_folder", "args": {**args, "time_shift": 0} if time_fit == "stretch" else args}
+    return {"name": "audio_folder", "args": {"root": str(path), "target_frames": spec["target_frames"],
+                                             "mean": spec["mean"], "std": spec["std"], "lifter": spec.get("lifter"),
+                                             "trim_db": spec.get("trim_db"), "time_fit": spec.get("time_fit", "cut")}}
 
 
 @register_predict_adapter("audio")

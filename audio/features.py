@@ -114,6 +114,8 @@ def trim_silence(spec: torch.Tensor, trim_db: float | None) -> torch.Tensor:
 
     Shapes: spec: (F, T) -> (F, T') with 1 <= T' <= T
     """
+    # On the cached log-mel, so no second pass over the audio; torchaudio's ``functional.vad`` (SoX's detector)
+    # works on waveforms and trims the front only.
     check_trim_db(trim_db)
     if trim_db is None:
         return spec
