@@ -6,7 +6,8 @@ the training split's mean and std (kept in the card's ``input_spec``) and cut/pa
 augmented on the cached spectrograms, seeded by (seed, epoch, index) so a resumed run augments exactly as an
 uninterrupted one: SpecAugment (torchaudio's frequency and time masking; Park et al., 2019), a random
 time roll, a random spectral tilt (``tilt``: a smooth curve over the mel bins, the same in every frame, drawn
-as random cepstral coefficients 1-3, as a different microphone or vocal tract would colour the sound), additive
+as random cepstral coefficients 1-3, as a different microphone or vocal tract would colour the sound), a random
+scaling of the mel axis (``warp``: vocal tract length perturbation, :func:`audio.features.warp_mel_bins`), additive
 Gaussian noise, and mixup (Zhang et al., 2018; lambda ~ Beta(10, 10) as AST) with soft targets.
 
 Shapes: items (F, T) with an int label (evaluation) or a (num_classes,) soft target (training).
@@ -27,7 +28,7 @@ import torchaudio
 from torch.utils.data import TensorDataset
 
 from audio.features import (AUDIO_SUFFIXES, audio_spec, cached_log_mels, check_time_fit, check_trim_db, model_input,
-                            normalise, training_stats, trim_silence)
+                            normalise, training_stats, trim_silence, warp_mel_bins)
 from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
 from hub.errors import DataError
@@ -44,16 +45,19 @@ TILT_COEFFICIENTS = 3  # cepstral coefficients 1-3: slope and the two next smoot
 
 
 class SpectrogramAugment(EpochSeededDataset):
-    """Training spectrograms with SpecAugment, time roll, spectral tilt, noise and mixup; soft one-hot targets.
+    """Training spectrograms with SpecAugment, time roll, spectral tilt, mel-axis warp, noise and mixup; soft
+    one-hot targets.
 
     ``tilt`` is the std of the random cepstral coefficients 1-3 added to every frame (orthonormal DCT-II bases
-    over the mel bins, in units of the normalised spectrogram).
+    over the mel bins, in units of the normalised spectrogram); ``warp`` scales the mel axis of each clip by a
+    factor drawn uniformly from ``[1 - warp, 1 + warp]``.
     """
 
     def __init__(self, specs: torch.Tensor, labels: torch.Tensor, num_classes: int, seed: int, freq_mask: int = 0,
-                 time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0, tilt: float = 0.0):
+                 time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0, tilt: float = 0.0,
+                 warp: float = 0.0):
         self.specs, self.labels, self.num_classes, self.seed = specs, labels, num_classes, seed
-        self.time_shift, self.noise, self.mixup, self.tilt = time_shift, noise, mixup, tilt
+        self.time_shift, self.noise, self.mixup, self.tilt, self.warp = time_shift, noise, mixup, tilt, warp
         bases = torchaudio.functional.create_dct(TILT_COEFFICIENTS + 1, specs.shape[1], "ortho")  # (F, 4)
         self.tilt_bases = bases[:, 1:]  # (F, 3): coefficient 0, the level, is left alone
         self.masks = torch.nn.Sequential(*([torchaudio.transforms.FrequencyMasking(freq_mask)] if freq_mask else []),
@@ -73,6 +77,8 @@ class SpectrogramAugment(EpochSeededDataset):
         if self.tilt:
             coefficients = self.tilt * torch.from_numpy(rng.standard_normal(TILT_COEFFICIENTS, dtype=np.float32))
             x = x + (self.tilt_bases @ coefficients).unsqueeze(-1)  # (F, 3) @ (3,) -> (F, 1), every frame
+        if self.warp:
+            x = warp_mel_bins(x, float(rng.uniform(1 - self.warp, 1 + self.warp)))
         if self.time_shift:
             x = torch.roll(x, int(rng.integers(-self.time_shift, self.time_shift + 1)), dims=-1)
         if self.noise:
@@ -216,10 +222,12 @@ class FSDDData(SpectrogramData):
         return {"train": pick(train_idx), "val": pick(val_idx), "test": test}, [str(d) for d in range(10)]
 
 
-def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixup: float, tilt: float
-             ) -> dict[str, Any]:
+def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixup: float, tilt: float,
+             warp: float) -> dict[str, Any]:
+    if not 0 <= warp < 1:
+        raise DataError(f"warp must lie in [0, 1) (the largest relative scaling of the mel axis), got {warp}")
     return {"freq_mask": freq_mask, "time_mask": time_mask, "time_shift": time_shift, "noise": noise, "mixup": mixup,
-            "tilt": tilt}
+            "tilt": tilt, "warp": warp}
 
 
 @register_dataset(task="classification")
@@ -227,15 +235,15 @@ def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker
          val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
          freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
          pretext: bool = False, lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
-         trim_db: float | None = None) -> FSDDData:
+         trim_db: float | None = None, warp: float = 0.0) -> FSDDData:
     """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
-    ``tilt`` as in :class:`SpectrogramAugment`; ``lifter`` smooths the log-mels along frequency
+    ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`; ``lifter`` smooths the log-mels along frequency
     (:func:`audio.features.log_mel`); ``trim_db`` trims quiet leading/trailing frames
     (:func:`audio.features.trim_silence`); ``time_fit`` cuts/pads or stretches clips to ``target_frames``
     (:func:`audio.features.fit_frames`)."""
     return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
                     num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
-                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt), pretext=pretext,
+                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), pretext=pretext,
                     lifter=lifter, time_fit=time_fit, trim_db=trim_db)
 
 
@@ -280,9 +288,9 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
                  time_shift: int | None = None, noise: float = 0.1, mixup: float = 0.0,
                  lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
-                 trim_db: float | None = None) -> AudioFolderData:
+                 trim_db: float | None = None, warp: float = 0.0) -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
-    the training split's; ``tilt`` as in :class:`SpectrogramAugment`, ``lifter`` as in
+    the training split's; ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`, ``lifter`` as in
     :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
     :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
     cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its
@@ -291,7 +299,7 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
         time_shift = 10 if time_fit == "cut" else 0
     return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
-                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt), lifter=lifter,
+                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), lifter=lifter,
                            time_fit=time_fit, trim_db=trim_db)
 
 

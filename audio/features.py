@@ -144,6 +144,24 @@ def fit_frames(spec: torch.Tensor, frames: int, pad_value: float = 0.0, time_fit
     return F.pad(spec, (0, frames - spec.shape[-1]), value=pad_value)
 
 
+def warp_mel_bins(spec: torch.Tensor, factor: float) -> torch.Tensor:
+    """Scale a spectrogram's frequency axis by ``factor``: output bin f takes the value of input bin
+    ``f * factor`` (linearly interpolated, the top bin repeated past the end), so ``factor > 1`` moves the
+    formants down and ``< 1`` moves them up, as a longer or shorter vocal tract would: vocal tract length
+    perturbation (VTLP; Jaitly & Hinton, 2013), here a plain scaling of the mel axis. Written here because
+    torchaudio has no frequency warp for spectrograms (its speed perturbation resamples waveforms, which changes
+    the tempo as well and would need the fbank again for every item of every epoch).
+
+    spec: (F, T) -> (F, T).
+    """
+    bins = spec.shape[0]
+    source = (torch.arange(bins, dtype=torch.float32) * factor).clamp(max=bins - 1)  # (F,)
+    low = source.floor().long()
+    high = (low + 1).clamp(max=bins - 1)
+    frac = (source - low).unsqueeze(-1)  # (F, 1)
+    return spec[low] * (1 - frac) + spec[high] * frac
+
+
 def audio_spec(target_frames: int, mean: float, std: float, num_mel_bins: int = NUM_MEL_BINS,
                lifter: int | None = None, time_fit: str = "cut", trim_db: float | None = None) -> dict[str, Any]:
     """The card's ``input_spec`` for spectrogram models: what :func:`model_input` needs to rebuild inputs."""

@@ -280,6 +280,27 @@ def test_spectral_tilt_is_a_smooth_curve_the_same_in_every_frame():
     assert abs(float(curve.sum())) < 1e-4  # the level (coefficient 0) is left alone
 
 
+def test_mel_warp_moves_a_formant_and_keeps_the_frames():
+    from audio.datasets import SpectrogramAugment
+    from audio.features import warp_mel_bins
+    from hub.registry import get_dataset_entry
+
+    spec = torch.zeros(128, 5)
+    spec[40] = 1.0  # a "formant" at bin 40 in every frame
+    assert torch.equal(warp_mel_bins(spec, 1.0), spec)
+    assert warp_mel_bins(spec, 0.8).argmax(0).tolist() == [50] * 5  # bin 50 reads 40: formant up (a shorter tract)
+    assert warp_mel_bins(spec, 1.25).argmax(0).tolist() == [32] * 5  # bin 32 reads 40: formant down (a longer tract)
+    ramp = torch.arange(128.0)[:, None].expand(128, 3)
+    torch.testing.assert_close(warp_mel_bins(ramp, 1.5)[:80], 1.5 * ramp[:80])  # linear interpolation
+    assert torch.equal(warp_mel_bins(ramp, 1.5)[100:], torch.full((28, 3), 127.0))  # the top bin past the end
+    specs, labels = torch.randn(3, 128, 40), torch.arange(3)
+    warped = SpectrogramAugment(specs, labels, 3, seed=0, warp=0.1)[(0, 1)][0]
+    assert warped.shape == (128, 40) and not torch.equal(warped, specs[1])
+    for bad in (-0.1, 1.0):
+        with pytest.raises(DataError, match=r"warp must lie in \[0, 1\)"):
+            get_dataset_entry("fsdd").builder(warp=bad)
+
+
 def test_fsdd_split_holds_one_speaker_out():
     from hub.registry import get_dataset_entry
 
