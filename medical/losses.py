@@ -11,6 +11,12 @@
   :func:`balanced_event_weights`), both in its own term and inside the risk sets,
   ``-sum_i w_i d_i (h_i - log sum_{j: t_j >= t_i} w_j exp(h_j)) / sum_i w_i d_i``. Ties are handled
   as Breslow's (every tied event sees the full risk set); torchsurv has no weighted version.
+- :func:`pairwise_order_loss`: for every comparable pair (i had an event before j's time), the negative log
+  of ``sigmoid(h_i - h_j)``, which is what a Cox model gives for "i fails first" when only i and j are at risk
+  (``exp(h_i) / (exp(h_i) + exp(h_j))``), averaged over the pairs: a smooth surrogate of Harrell's C-index, added to
+  the Cox loss with a weight (``SurvivalTask(rank_weight=...)``) as DeepHit adds its ranking term (Lee et al., AAAI
+  2018; theirs is ``exp(-(h_i - h_j) / sigma)``). torchsurv has no ranking loss. It builds a (B, B) pair matrix:
+  meant for mini-batches, not for full-batch training of large tables.
 
 Shapes:
     risk: (B,) log hazard ratios, time: (B,) float, event: (B,) bool or 0/1 -> scalar loss.
@@ -70,3 +76,17 @@ def weighted_cox_loss(risk: torch.Tensor, time: torch.Tensor, event: torch.Tenso
     event_sorted = event[order]
     terms = weights_sorted * (risk_sorted - log_risk_set)
     return -(terms[event_sorted].sum() / weights_sorted[event_sorted].sum())
+
+
+def pairwise_order_loss(risk: torch.Tensor, time: torch.Tensor, event: torch.Tensor) -> torch.Tensor:
+    """Mean of ``-log sigmoid(h_i - h_j)`` over the comparable pairs of the batch (event i, ``t_i < t_j``); zero,
+    with the gradient kept, when the batch has no such pair.
+
+    >>> pairwise_order_loss(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 2.0]), torch.tensor([1, 0]))
+    tensor(0.3133)
+    """
+    comparable = event.bool()[:, None] & (time[:, None] < time[None, :])  # (B, B): i failed before j's time
+    if not comparable.any():
+        return risk.sum() * 0.0
+    difference = risk.float()[:, None] - risk.float()[None, :]  # (B, B): h_i - h_j
+    return torch.nn.functional.softplus(-difference[comparable]).mean()

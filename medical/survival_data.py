@@ -79,14 +79,15 @@ class SurvivalRows(Dataset):
 
 class SurvivalTableData(HubDataModule):
     """Base of the survival tables: subclasses return the raw parts in :meth:`load`; this class carves a
-    validation part from train (stratified by event, fixed ``split_seed``), standardises and builds the sets."""
+    validation part from train (stratified by event, fixed ``split_seed``), standardises and builds the sets.
+    ``loss`` and ``rank_weight`` configure the training loss (:class:`medical.survival_task.SurvivalTask`)."""
 
     task = "survival"
 
     def __init__(self, batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                 val_fraction: float = 0.2, loss: str = "efron"):
+                 val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0):
         super().__init__(batch_size, num_workers, seed)
-        self.split_seed, self.val_fraction, self.loss = split_seed, val_fraction, loss
+        self.split_seed, self.val_fraction, self.loss, self.rank_weight = split_seed, val_fraction, loss, rank_weight
         self.gene_names: list[str] = []
         self.clinical_names: list[str] = []
         self.train_time = self.train_event = None
@@ -125,7 +126,8 @@ class SurvivalTableData(HubDataModule):
 
     def task_args(self) -> dict[str, Any]:
         # Uno's C weights pairs by the censoring distribution of the training part.
-        return {"loss": self.loss, "train_time": self.train_time.tolist(), "train_event": self.train_event.tolist()}
+        return {"loss": self.loss, "rank_weight": self.rank_weight, "train_time": self.train_time.tolist(),
+                "train_event": self.train_event.tolist()}
 
     def model_args(self) -> dict[str, Any]:
         return {"num_genes": len(self.gene_names), "num_clinical": len(self.clinical_names)}
@@ -163,34 +165,34 @@ class DeepSurvData(SurvivalTableData):
 
 @register_dataset(task="survival")
 def deepsurv_metabric(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                      val_fraction: float = 0.2, loss: str = "efron") -> DeepSurvData:
+                      val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
     """METABRIC (DeepSurv split): 4 gene expressions (MKI67, EGFR, PGR, ERBB2) + 5 clinical features."""
     return DeepSurvData("metabric", batch_size=batch_size, num_workers=num_workers, seed=seed,
-                        split_seed=split_seed, val_fraction=val_fraction, loss=loss)
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
 
 
 @register_dataset(task="survival")
 def deepsurv_support(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                     val_fraction: float = 0.2, loss: str = "efron") -> DeepSurvData:
+                     val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
     """SUPPORT (DeepSurv split): 14 clinical features, no genes."""
     return DeepSurvData("support", batch_size=batch_size, num_workers=num_workers, seed=seed,
-                        split_seed=split_seed, val_fraction=val_fraction, loss=loss)
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
 
 
 @register_dataset(task="survival")
 def deepsurv_gbsg(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                  val_fraction: float = 0.2, loss: str = "efron") -> DeepSurvData:
+                  val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
     """Rotterdam (train) / GBSG (test), DeepSurv split: 7 clinical features, no genes."""
     return DeepSurvData("gbsg", batch_size=batch_size, num_workers=num_workers, seed=seed,
-                        split_seed=split_seed, val_fraction=val_fraction, loss=loss)
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
 
 
 @register_dataset(task="survival")
 def deepsurv_whas(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                  val_fraction: float = 0.2, loss: str = "efron") -> DeepSurvData:
+                  val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
     """WHAS (DeepSurv split): 6 clinical features, no genes."""
     return DeepSurvData("whas", batch_size=batch_size, num_workers=num_workers, seed=seed,
-                        split_seed=split_seed, val_fraction=val_fraction, loss=loss)
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
 
 
 def _bad_rows(mask: np.ndarray) -> str:
@@ -274,11 +276,12 @@ class SurvivalCSVData(SurvivalTableData):
 def survival_csv(path: str, time_col: str = "time", event_col: str = "event", gene_cols: list[str] = (),
                  clinical_cols: list[str] | None = None, test_fraction: float = 0.2, expect_num_genes: int | None = None,
                  expect_num_clinical: int | None = None, batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
-                 split_seed: int = 0, val_fraction: float = 0.2, loss: str = "efron") -> SurvivalCSVData:
+                 split_seed: int = 0, val_fraction: float = 0.2, loss: str = "efron",
+                 rank_weight: float = 0.0) -> SurvivalCSVData:
     """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest)."""
     return SurvivalCSVData(path, time_col, event_col, list(gene_cols), clinical_cols, test_fraction, expect_num_genes,
                            expect_num_clinical, batch_size=batch_size, num_workers=num_workers, seed=seed,
-                           split_seed=split_seed, val_fraction=val_fraction, loss=loss)
+                           split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
 
 
 @register_finetune_adapter("survival_table")
@@ -289,7 +292,8 @@ def survival_csv_section(card, path: str) -> dict[str, Any]:
     return {"name": "survival_csv", "args": {
         "path": str(path), "gene_cols": list(spec["genes"]), "clinical_cols": list(spec["clinical"]),
         "expect_num_genes": len(spec["genes"]), "expect_num_clinical": len(spec["clinical"]),
-        "loss": card.data.get("args", {}).get("loss", "efron")}}
+        "loss": card.data.get("args", {}).get("loss", "efron"),
+        "rank_weight": card.data.get("args", {}).get("rank_weight", 0.0)}}
 
 
 @register_predict_adapter("survival_table")

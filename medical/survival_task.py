@@ -12,7 +12,7 @@ import torchmetrics
 
 from hub.errors import DataError
 from hub.tasks import Task, register_task
-from medical.losses import cox_loss, weighted_cox_loss
+from medical.losses import cox_loss, pairwise_order_loss, weighted_cox_loss
 from medical.survival_metrics import harrell_c, uno_c
 
 
@@ -46,16 +46,19 @@ class ConcordanceIndex(torchmetrics.Metric):
 
 @register_task("survival")
 class SurvivalTask(Task):
-    """Cox partial likelihood (Efron or Breslow ties) or the weighted Cox loss; Harrell's and Uno's C."""
+    """Cox partial likelihood (Efron or Breslow ties) or the weighted Cox loss, plus ``rank_weight`` times the
+    pairwise ordering loss (:func:`medical.losses.pairwise_order_loss`) when it is above 0; Harrell's and Uno's C."""
 
     monitor = "val/cindex"
     mode = "max"
 
     def __init__(self, loss: str = "efron", train_time: list[float] | None = None,
-                 train_event: list[float] | None = None, num_classes: int | None = None):
+                 train_event: list[float] | None = None, num_classes: int | None = None, rank_weight: float = 0.0):
         if loss not in ("efron", "breslow", "weighted"):
             raise DataError(f"survival loss must be 'efron', 'breslow' or 'weighted', got {loss!r}")
-        self.loss, self.train_time, self.train_event = loss, train_time, train_event
+        if not rank_weight >= 0:
+            raise DataError(f"survival rank_weight must be >= 0 (0: the Cox loss alone), got {rank_weight!r}")
+        self.loss, self.train_time, self.train_event, self.rank_weight = loss, train_time, train_event, rank_weight
 
     def metrics(self) -> torchmetrics.MetricCollection:
         metrics = {"cindex": ConcordanceIndex()}  # Harrell's C
@@ -71,4 +74,6 @@ class SurvivalTask(Task):
             loss = weighted_cox_loss(risk, time, event)
         else:
             loss = cox_loss(risk, time, event, ties=self.loss)
+        if self.rank_weight:
+            loss = loss + self.rank_weight * pairwise_order_loss(risk, time, event)
         return loss, risk.detach(), target

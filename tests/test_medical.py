@@ -12,7 +12,8 @@ import torch
 import hub
 import hub.adapters
 from hub.errors import DataError, HubError
-from medical.losses import cox_loss, weighted_cox_loss
+from medical.losses import cox_loss, pairwise_order_loss, weighted_cox_loss
+from medical.survival_task import SurvivalTask
 
 TILES = dict(image_backbone="test_efficientnet", num_image_tokens=2, dim=16, num_heads=2)
 
@@ -96,6 +97,26 @@ def test_cox_losses_match_hand_computed_values_with_ties():
                  + w[2] * (-0.5 - math.log(w[2] * r[2] + w[3] * r[3]))) / (3 * 4 / 6)
     assert weighted_cox_loss(h, time, event).item() == pytest.approx(weighted, rel=1e-5)
     assert cox_loss(h, time, torch.zeros(4)).item() == 0.0  # no event: empty partial likelihood
+
+
+def test_pairwise_order_loss_matches_a_loop_over_comparable_pairs():
+    h = torch.tensor([0.5, 0.0, -0.5, 0.2, 1.0], requires_grad=True)
+    time, event = torch.tensor([1.0, 1.0, 2.0, 3.0, 0.5]), torch.tensor([1, 1, 0, 1, 0])
+    # comparable (i, j): i an event and t_i < t_j; tied times and censored i do not count
+    pairs = [(i, j) for i in range(5) for j in range(5) if event[i] and time[i] < time[j]]
+    assert sorted(pairs) == [(0, 2), (0, 3), (1, 2), (1, 3)]
+    naive = sum(-math.log(1 / (1 + math.exp(-(h[i].item() - h[j].item())))) for i, j in pairs) / len(pairs)
+    loss = pairwise_order_loss(h, time, event)
+    assert loss.item() == pytest.approx(naive, rel=1e-6)
+    loss.backward()
+    assert h.grad[4] == 0 and h.grad[0] < 0 and h.grad[3] > 0  # the early event pushed up, the later one down
+    assert pairwise_order_loss(h, time, torch.zeros(5)).item() == 0.0  # no event: no pair
+    task = SurvivalTask(rank_weight=2.0)
+    batch = ({"clinical": torch.zeros(5, 1)}, torch.stack([time, event.float()], 1))
+    loss_with_rank, _, _ = task.step(lambda clinical: h.detach()[:, None], batch, "train")
+    assert loss_with_rank.item() == pytest.approx(cox_loss(h.detach(), time, event).item() + 2 * naive, rel=1e-5)
+    with pytest.raises(DataError, match="rank_weight must be >= 0"):
+        SurvivalTask(rank_weight=-1.0)
 
 
 def _table(tmp_path, rows, header="T,E,g1,g2,age"):
