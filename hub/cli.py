@@ -96,7 +96,8 @@ def cmd_finetune(args) -> int:
     from hub.registry import split_name
     from hub.training import train
 
-    options = {"target": args.target, "task": args.task}
+    options = {"target": args.target, "task": args.task, "time": args.time, "event": args.event,
+               "genes": args.genes.split(",") if args.genes else None}
     if not _is_run_dir(args.name) and split_name(args.name)[1] is None:  # a bare family: train from scratch
         base = default_recipe(args.name, args.data, **options)
     else:
@@ -289,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", help="tables: the column to predict (default: the pretrained card's target)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"),
                    help="tables: the kind of target (default auto: text or few whole numbers = classes, else regression)")
+    p.add_argument("--time", help="survival tables: the follow-up time column (default: the card's, 'time')")
+    p.add_argument("--event", help="survival tables: the 0/1 event column (default: the card's, 'event')")
+    p.add_argument("--genes", help="survival tables: the gene columns, comma-separated, as many as the card's "
+                   "(default: the card's names); the clinical columns are the card's unless "
+                   "data.args.clinical_cols=[...] names others")
     p.add_argument("--output-dir", help="where the run folder goes (default: the card recipe's, ./runs)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
     p.add_argument("--no-progress", **no_progress)

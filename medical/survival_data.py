@@ -285,15 +285,19 @@ def survival_csv(path: str, time_col: str = "time", event_col: str = "event", ge
 
 
 @register_finetune_adapter("survival_table")
-def survival_csv_section(card, path: str) -> dict[str, Any]:
-    """``attnhub finetune survival_fusion.metabric --data my.csv data.args.time_col=T data.args.event_col=E
-    data.args.gene_cols=[g1,g2,g3,g4] data.args.clinical_cols=[...]``: the card's column names are the defaults."""
-    spec = card.input_spec
+def survival_csv_section(card, path: str, time: str | None = None, event: str | None = None,
+                         genes: list[str] | None = None) -> dict[str, Any]:
+    """``attnhub finetune survival_fusion.metabric --data my.csv --time T --event E --genes g1,g2,g3,g4
+    data.args.clinical_cols=[...]``: the card's column names are the defaults; the loss, its ``rank_weight`` and the
+    batch size are the card's (the pairwise ordering loss needs mini-batches)."""
+    spec, trained = card.input_spec, card.data.get("args", {})
     return {"name": "survival_csv", "args": {
-        "path": str(path), "gene_cols": list(spec["genes"]), "clinical_cols": list(spec["clinical"]),
+        "path": str(path), "time_col": time or trained.get("time_col", "time"),
+        "event_col": event or trained.get("event_col", "event"),
+        "gene_cols": list(genes if genes is not None else spec["genes"]), "clinical_cols": list(spec["clinical"]),
         "expect_num_genes": len(spec["genes"]), "expect_num_clinical": len(spec["clinical"]),
-        "loss": card.data.get("args", {}).get("loss", "efron"),
-        "rank_weight": card.data.get("args", {}).get("rank_weight", 0.0)}}
+        "loss": trained.get("loss", "efron"), "rank_weight": trained.get("rank_weight", 0.0),
+        "batch_size": trained.get("batch_size", 8192)}}
 
 
 @register_predict_adapter("survival_table")

@@ -146,6 +146,28 @@ def test_bad_survival_tables_name_the_column(tmp_path, rows, args, message):
     assert message in str(err.value)
 
 
+def test_cli_finetune_on_a_survival_table_with_its_own_column_names(tmp_path, capsys):
+    """``attnhub finetune survival_fusion.metabric --data my.csv --time T --event E --genes a,b,c,d``."""
+    from hub.cli import main
+
+    card = hub.model_card("survival_fusion.metabric")
+    generator = np.random.default_rng(0)
+    header = ["T", "E", "a", "b", "c", "d", *card.input_spec["clinical"]]
+    rows = [[f"{generator.exponential(100):.1f}", str(i % 2), *[f"{v:.3f}" for v in generator.normal(size=9)]]
+            for i in range(80)]
+    (tmp_path / "my.csv").write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
+    common = ["finetune", "survival_fusion.metabric", "--data", str(tmp_path / "my.csv"), "--time", "T", "--event", "E",
+              "--output-dir", str(tmp_path / "runs"), "--no-progress", "trainer.max_epochs=1"]
+    assert main(common + ["--genes", "a,b,c,d"]) == 0
+    (run,) = (tmp_path / "runs").glob("*/*")
+    tuned = hub.model_card(str(run))
+    assert tuned.input_spec["genes"] == ["a", "b", "c", "d"] and tuned.data["args"]["rank_weight"] == 8.0
+    assert main(common + ["--genes", "a,b"]) == 2  # the card takes 4 genes
+    assert "the model takes 4 gene columns" in capsys.readouterr().err
+    assert main(["finetune", "vit_digits.sklearn", "--data", str(tmp_path), "--time", "T"]) == 2
+    assert "--time do not apply" in capsys.readouterr().err
+
+
 def test_survival_table_masks_missing_genes(tmp_path):
     from medical.survival_data import survival_csv
 
