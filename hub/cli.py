@@ -97,7 +97,7 @@ def cmd_finetune(args) -> int:
     from hub.training import train
 
     options = {"target": args.target, "task": args.task, "time": args.time, "event": args.event,
-               "genes": args.genes.split(",") if args.genes else None}
+               "genes": [g.strip() for g in args.genes.split(",")] if args.genes else None}
     if not _is_run_dir(args.name) and split_name(args.name)[1] is None:  # a bare family: train from scratch
         base = default_recipe(args.name, args.data, **options)
     else:
