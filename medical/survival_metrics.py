@@ -10,6 +10,7 @@
   survival functions: by default the Breslow estimator of the baseline hazard fitted on the training
   risk scores (``sksurv.linear_model.coxph.BreslowEstimator``); with a held-out ``calibration`` part,
   :func:`calibrated_survival` (a Cox model of the outcome on the risk score fitted there).
+- :func:`harrell_c_interval`: a bootstrap interval of Harrell's C over the evaluated patients.
 - :func:`risk_group_plot`: patients split at the median risk, Kaplan-Meier curve per group, log-rank p.
 
 Shapes: every array is (N,) over patients; risks are log hazard ratios (higher = earlier event).
@@ -37,6 +38,22 @@ def harrell_c(time: np.ndarray, event: np.ndarray, risk: np.ndarray) -> float:
 
     return float(concordance_index_censored(np.asarray(event).astype(bool), np.asarray(time, np.float64),
                                             np.asarray(risk, np.float64))[0])
+
+
+def harrell_c_interval(time: np.ndarray, event: np.ndarray, risk: np.ndarray, level: float = 0.95,
+                       num_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of Harrell's C over the evaluated patients (``scipy.stats.bootstrap``,
+    patients resampled with their time, event and risk together), as DeepSurv reports its C-indices: how far
+    the figure could move on another sample of patients of the same size, with the model held fixed."""
+    from scipy.stats import bootstrap
+
+    time, event, risk = np.asarray(time, np.float64), np.asarray(event).astype(bool), np.asarray(risk, np.float64)
+    if event.sum() < 2:
+        raise ValueError(f"a bootstrap of Harrell's C needs at least 2 events, got {int(event.sum())}")
+    result = bootstrap((time, event, risk), lambda t, e, r: harrell_c(t, e, r) if e.any() else np.nan,
+                       paired=True, vectorized=False, n_resamples=num_resamples, confidence_level=level,
+                       method="percentile", rng=np.random.default_rng(seed))
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
 def uno_c(train_time: np.ndarray, train_event: np.ndarray, time: np.ndarray, event: np.ndarray,

@@ -193,6 +193,22 @@ def test_risk_group_plot_and_metrics(tmp_path):
     assert metrics["harrell_c"] > 0.6 and metrics["uno_c"] > 0.6 and 0 < metrics["ibs"] < 0.25
 
 
+def test_harrell_c_interval_covers_the_estimate_and_narrows_with_more_patients():
+    from medical.survival_metrics import harrell_c, harrell_c_interval
+
+    rng = np.random.default_rng(0)
+    risk = rng.normal(size=1600)
+    time, event = rng.exponential(np.exp(-risk)), rng.random(1600) < 0.7
+    small, large = slice(0, 400), slice(0, 1600)
+    low, high = harrell_c_interval(time[small], event[small], risk[small], num_resamples=300)
+    assert low < harrell_c(time[small], event[small], risk[small]) < high
+    assert (low, high) == harrell_c_interval(time[small], event[small], risk[small], num_resamples=300)
+    low_l, high_l = harrell_c_interval(time[large], event[large], risk[large], num_resamples=300)
+    assert 0.35 < (high_l - low_l) / (high - low) < 0.7  # the width shrinks about as 1 / sqrt(N)
+    with pytest.raises(ValueError, match="at least 2 events"):
+        harrell_c_interval(time[:10], np.zeros(10), risk[:10])
+
+
 def test_calibrated_survival_undoes_an_over_spread_risk_scale():
     from medical.survival_metrics import calibrated_survival, evaluation_times, survival_metrics
 
@@ -243,6 +259,8 @@ def test_recipe_smoke_run_and_report(repo, tmp_path):
     assert 0.5 < summary["test"]["test/cindex"] <= 1.0
     report = survival_report(str(run))
     assert (run / "risk_groups.png").is_file() and 0 < report["test"]["ibs"] < 1
+    low, high = report["test"]["harrell_c_ci95"]
+    assert low < report["test"]["harrell_c"] < high
 
 
 def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
