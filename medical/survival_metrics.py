@@ -43,8 +43,8 @@ def harrell_c(time: np.ndarray, event: np.ndarray, risk: np.ndarray) -> float:
 def harrell_c_interval(time: np.ndarray, event: np.ndarray, risk: np.ndarray, level: float = 0.95,
                        num_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap interval of Harrell's C over the evaluated patients (``scipy.stats.bootstrap``,
-    patients resampled with their time, event and risk together), as DeepSurv reports its C-indices: how far
-    the figure could move on another sample of patients of the same size, with the model held fixed."""
+    patients resampled with their time, event and risk together): how far the figure could move on another sample
+    of patients of the same size, with the model held fixed."""
     from scipy.stats import bootstrap
 
     time, event, risk = np.asarray(time, np.float64), np.asarray(event).astype(bool), np.asarray(risk, np.float64)

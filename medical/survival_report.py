@@ -1,5 +1,5 @@
-"""The survival report of a trained model: test Harrell's C with its bootstrap interval, Uno's C, time-dependent AUC, integrated Brier
-score and the median-risk Kaplan-Meier plot with its log-rank p.
+"""The survival report of a trained model: test Harrell's C with its bootstrap interval, Uno's C, time-dependent
+AUC, integrated Brier score and the median-risk Kaplan-Meier plot with its log-rank p.
 
 ``survival_report(run_or_tag)`` rebuilds the data its card names, scores the training, validation and test
 parts and writes ``survival_report.json`` and ``risk_groups.png`` into the run folder (or ``out_dir``). The
