@@ -31,7 +31,7 @@ from audio.features import (AUDIO_SUFFIXES, audio_spec, cached_log_mels, check_t
                             normalise, training_stats, trim_silence, warp_mel_bins)
 from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
-from hub.errors import DataError
+from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.tasks import ClassificationTask, register_task
 from hub.weights import is_offline
@@ -171,7 +171,7 @@ def find_fsdd() -> Path:
     if (cache / "recordings").is_dir():
         return cache
     if is_offline():
-        raise DataError(f"FSDD is not in {local} and HUB_OFFLINE=1 forbids downloading {FSDD_URL}")
+        raise DatasetUnavailable("fsdd", f"FSDD is not in {local} and HUB_OFFLINE=1 forbids downloading {FSDD_URL}")
     staging = cache.with_name(cache.name + ".partial")
     try:
         with urllib.request.urlopen(FSDD_URL, timeout=60) as response:
@@ -181,7 +181,8 @@ def find_fsdd() -> Path:
             if member.isfile() and "/recordings/" in member.name and member.name.endswith(".wav"):
                 (staging / "recordings" / Path(member.name).name).write_bytes(archive.extractfile(member).read())
     except OSError as err:
-        raise DataError(f"FSDD is not in {local} (set HUB_DATA_DIR) and downloading {FSDD_URL} failed: {err}") from err
+        raise DatasetUnavailable("fsdd", f"FSDD is not in {local} (set HUB_DATA_DIR) and downloading {FSDD_URL} "
+                                         f"failed: {err}") from err
     digest = _manifest_digest(staging)
     if digest != FSDD_MANIFEST_SHA256:
         raise DataError(f"the FSDD download from {FSDD_URL} does not match the pinned manifest: "

@@ -28,8 +28,9 @@ from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
 from hub.data import HubDataModule, data_dir, read_csv_rows, stratified_split
-from hub.errors import DataError
+from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
+from hub.weights import is_offline
 
 PLANETOID_FILES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 PLANETOID_SOURCE = ("Planetoid split (Yang, Cohen, Salakhutdinov, ICML 2016), github.com/kimiyoung/planetoid; "
@@ -56,7 +57,15 @@ def read_planetoid(name: str) -> Data:
                         "(see PROVENANCE.md there for their sha256) to use this dataset")
     if present:
         return read_planetoid_data(str(folder), prefix)
-    return Planetoid(str(_cache_dir()), name)[0]  # downloads into the cache
+    cache = _cache_dir() / name / "raw"
+    if is_offline() and not cache.is_dir():
+        raise DatasetUnavailable(name.lower(), f"{name}: no ind.{prefix}.* files in {folder} nor in {cache}, and "
+                                               "HUB_OFFLINE=1 forbids downloading; set HUB_DATA_DIR")
+    try:
+        return Planetoid(str(_cache_dir()), name)[0]  # downloads into the cache
+    except OSError as err:  # urllib's URLError is an OSError
+        raise DatasetUnavailable(name.lower(), f"{name}: no ind.{prefix}.* files in {folder} (set HUB_DATA_DIR) "
+                                               f"and PyG's download failed: {err}") from err
 
 
 def node_features(x: torch.Tensor, normalize: bool) -> torch.Tensor:

@@ -14,7 +14,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from hub.errors import DataError
+from hub.errors import DataError, DatasetUnavailable, DownloadError, OfflineError
 
 
 def read_csv_rows(path: str | Path, expected: str) -> list[list[str]]:
@@ -66,6 +66,26 @@ def read_csv_frame(path: str | Path, expected: str, **read_csv_args):
 def data_dir() -> Path:
     """Where local copies of datasets are looked for first (``HUB_DATA_DIR``), else the download cache."""
     return Path(os.environ.get("HUB_DATA_DIR", Path.home() / ".cache" / "attention-hub" / "data"))
+
+
+def dataset_file(dataset: str, local: Path, url: str | None, sha256: str, num_bytes: int | None = None) -> Path:
+    """The file of a public dataset: ``local`` (under :func:`data_dir`) when present, else ``url`` downloaded
+    into the cache (``hub.weights.fetch``). The caller checks the sha256 of what it reads.
+
+    Raises :class:`DatasetUnavailable` naming ``dataset`` when there is no local copy and no download (offline,
+    no network, or no public ``url``)."""
+    from hub.weights import fetch
+
+    if local.is_file():
+        return local
+    if url is None:
+        raise DatasetUnavailable(dataset, f"{dataset}: {local} not found and there is no public download; put the "
+                                          "file there (see the dataset's PROVENANCE.md) or set HUB_DATA_DIR")
+    try:
+        return fetch(url, sha256, num_bytes)
+    except (OfflineError, DownloadError) as err:
+        raise DatasetUnavailable(dataset, f"{dataset}: {local} not found (set HUB_DATA_DIR to a folder with a "
+                                          f"local copy) and {err}") from err
 
 
 class EpochSampler(Sampler):

@@ -26,12 +26,25 @@ class OfflineError(WeightsError):
     """A download was needed while HUB_OFFLINE=1."""
 
 
+class DownloadError(WeightsError):
+    """A download that failed: no network, a server error, or a file cut short."""
+
+
 class RecipeError(HubError):
     """A recipe with an unknown key, a wrong type or an unsafe construct."""
 
 
 class DataError(HubError):
     """User data that does not match what the model or dataset expects."""
+
+
+class DatasetUnavailable(DataError):
+    """A dataset with no local copy (``HUB_DATA_DIR``, the cache) that cannot be downloaded either: offline, no
+    network, or no public download. ``dataset`` is its name, so a test suite can skip naming it."""
+
+    def __init__(self, dataset: str, message: str):
+        super().__init__(message)
+        self.dataset = dataset
 
 
 class TrainingError(HubError):

@@ -24,7 +24,7 @@ from safetensors.torch import load as safetensors_load
 from safetensors.torch import save as safetensors_save
 
 from hub.cards import atomic_write_bytes
-from hub.errors import OfflineError, WeightsError
+from hub.errors import DownloadError, OfflineError, WeightsError
 
 log = logging.getLogger("hub")
 
@@ -56,10 +56,10 @@ def _download(url: str, dest: Path, expected_bytes: int | None, timeout: float =
             os.fsync(f.fileno())
         expected = expected_bytes if expected_bytes is not None else (int(announced) if announced else None)
         if expected is not None and received != expected:
-            raise WeightsError(f"download of {url} is incomplete: received {received} bytes, expected {expected}")
+            raise DownloadError(f"download of {url} is incomplete: received {received} bytes, expected {expected}")
         os.replace(tmp, dest)
     except (urllib.error.URLError, OSError, ValueError) as err:
-        raise WeightsError(f"download of {url} failed after {received} bytes"
+        raise DownloadError(f"download of {url} failed after {received} bytes"
                            f"{f' of {expected_bytes}' if expected_bytes else ''}: {err}") from err
     finally:
         if os.path.exists(tmp):

@@ -29,7 +29,7 @@ from torch.utils.data import Dataset
 
 from hub.cards import atomic_write_bytes
 from hub.data import HubDataModule, data_dir, stratified_split
-from hub.errors import DataError
+from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import cache_dir, sha256_bytes
 
@@ -67,9 +67,9 @@ def load_grids(root: Path) -> dict[str, np.ndarray]:
     (N, 5): age, gender, height, weight, ICU type (NaN if missing), ``y`` (N,), ``ids`` (N,)."""
     manifest = root / "MANIFEST.tsv"
     if not manifest.is_file():
-        raise DataError(f"{manifest} not found; download set-a.tar.gz and Outcomes-a.txt from {DOWNLOAD} (a "
-                        "credentialed-free PhysioNet page), unpack them with the MANIFEST.tsv of the hub's "
-                        f"PROVENANCE.md into {root}, or set HUB_DATA_DIR")
+        raise DatasetUnavailable("physionet2012", f"{manifest} not found; download set-a.tar.gz and Outcomes-a.txt "
+                                 f"from {DOWNLOAD} (a credentialed-free PhysioNet page), unpack them with the "
+                                 f"MANIFEST.tsv of the hub's PROVENANCE.md into {root}, or set HUB_DATA_DIR")
     digest = sha256_bytes(manifest.read_bytes())
     if digest != MANIFEST_SHA256:
         raise DataError(f"{manifest}: sha256 {digest}, expected {MANIFEST_SHA256}; not the known set A")

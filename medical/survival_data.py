@@ -23,10 +23,10 @@ import torch
 from torch.utils.data import Dataset
 
 from hub.adapters import register_finetune_adapter, register_predict_adapter
-from hub.data import HubDataModule, data_dir, read_csv_frame, stratified_split
+from hub.data import HubDataModule, data_dir, dataset_file, read_csv_frame, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
-from hub.weights import fetch, read_verified
+from hub.weights import read_verified
 
 
 # The files of ../shared/data/deepsurv/PROVENANCE.md: GitHub jaredleekatzman/DeepSurv at a fixed commit.
@@ -137,8 +137,8 @@ def deepsurv_file(name: str) -> Path:
     """Local path of a DeepSurv set: ``data_dir()/deepsurv/<file>`` if present, else downloaded into the
     cache. The full sha256 is checked either way."""
     folder, file, sha256, num_bytes = DEEPSURV_SETS[name][:4]
-    local = data_dir() / "deepsurv" / file
-    path = local if local.is_file() else fetch(DEEPSURV_URL.format(folder=folder, file=file), sha256, num_bytes)
+    path = dataset_file(f"deepsurv {name}", data_dir() / "deepsurv" / file,
+                        DEEPSURV_URL.format(folder=folder, file=file), sha256, num_bytes)
     read_verified(path, sha256)
     return path
 

@@ -24,10 +24,10 @@ import torch
 from torch.utils.data import Dataset
 
 from hub.adapters import register_finetune_adapter, register_predict_adapter
-from hub.data import HubDataModule, data_dir, stratified_split
+from hub.data import HubDataModule, data_dir, dataset_file, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
-from hub.weights import fetch, read_verified
+from hub.weights import read_verified
 from tabular.preprocessing import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
 
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
@@ -53,14 +53,9 @@ FILES = {
 def data_file(key: str) -> Path:
     """``data_dir()/<folder>/<file>`` when present, else downloaded into the cache; sha256 checked either way."""
     folder, file, sha256, num_bytes, url = FILES[key]
-    local = data_dir() / folder / file
-    if not local.is_file():
-        if url is None:
-            raise DataError(f"{file} is not in {local.parent} and has no verified public copy; put the file of "
-                            f"sha256 {sha256} there (see PROVENANCE.md of the shared data) or set HUB_DATA_DIR")
-        local = fetch(url, sha256, num_bytes)
-    read_verified(local, sha256)
-    return local
+    path = dataset_file(folder, data_dir() / folder / file, url, sha256, num_bytes)
+    read_verified(path, sha256)
+    return path
 
 
 class TabularRows(Dataset):

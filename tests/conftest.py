@@ -4,6 +4,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from hub.errors import DatasetUnavailable
+
 # CI replays the same examples every run (derandomize), so a red build always has a reproducible cause;
 # HYPOTHESIS_PROFILE=explore draws fresh, more numerous examples to hunt for new failures.
 settings.register_profile("ci", max_examples=40, derandomize=True, print_blob=True)
@@ -12,6 +14,41 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HUB_DATA_DIR", str(REPO.parent / "shared" / "data"))
+# CI sets HUB_REQUIRE_DATA=1: there a dataset that is missing fails its tests instead of skipping them, so a
+# green CI run has run every test on real data. Elsewhere (a fresh clone, no ../shared, no network) they skip.
+REQUIRE_DATA = os.environ.get("HUB_REQUIRE_DATA") == "1"
+
+
+def _unavailable_dataset(err: BaseException | None) -> DatasetUnavailable | None:
+    """The :class:`DatasetUnavailable` behind ``err`` (itself, its cause or its context), if any."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, DatasetUnavailable):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _skip_when_data_is_missing():
+    try:
+        return (yield)
+    except Exception as err:
+        missing = _unavailable_dataset(err)
+        if missing is None or REQUIRE_DATA:
+            raise
+        pytest.skip(f"dataset {missing.dataset!r} is not available (no local copy, no download): {missing}")
+
+
+# A test (or its fixture) that needs a dataset the loaders cannot find or download skips, naming the dataset.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _skip_when_data_is_missing())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _skip_when_data_is_missing())
 
 
 @pytest.fixture(autouse=True)

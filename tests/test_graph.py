@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ import hub
 from hub.attention.graph import CATLayer, GATLayer, conjoint_structure, sparse_input_dropout
 from hub.errors import DataError
 
-PLANETOID = Path(os.environ.get("HUB_DATA_DIR", "/nonexistent")) / "planetoid" / "ind.cora.x"
 NODE_MODELS = [("gat", {}), ("gatv2", {}), ("cat", {"variant": "implicit"}), ("cat", {"variant": "explicit"})]
 
 
@@ -234,7 +232,6 @@ def test_pubmed_names_the_missing_allx_file(tmp_path, monkeypatch):
         pubmed().setup("fit")
 
 
-@pytest.mark.skipif(not PLANETOID.is_file(), reason="Planetoid files not in HUB_DATA_DIR")
 def test_planetoid_public_split():
     from graph.datasets import citeseer, cora
 
@@ -250,7 +247,6 @@ def test_planetoid_public_split():
 SHIPPED = ["gat.cora", "gat.citeseer", "cat.cora", "cat.citeseer"]
 
 
-@pytest.mark.skipif(not PLANETOID.is_file(), reason="Planetoid files not in HUB_DATA_DIR")
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_weights_reproduce_their_card(name):
     from hub.training import evaluate

@@ -262,10 +262,11 @@ def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):
     from hub.cli import main
     from tabular.data import ADULT_COLUMNS, data_file
 
+    test_rows = data_file("adult.test")  # first, so a missing Adult skips (tests/conftest.py) before the CLI
     assert main(["explain", "tab_transformer.adult", "2", "5", "--out", str(tmp_path)]) == 0
     figure = Path(capsys.readouterr().out.strip().splitlines()[-1])
     assert figure == tmp_path / "column_attention.png" and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    raw = pd.read_csv(data_file("adult.test"), header=None, names=ADULT_COLUMNS, skipinitialspace=True, skiprows=1,
+    raw = pd.read_csv(test_rows, header=None, names=ADULT_COLUMNS, skipinitialspace=True, skiprows=1,
                       nrows=3).drop(columns="income")
     raw.to_csv(tmp_path / "rows.csv", index=False)
     assert main(["explain", "tabr.adult", "1", "3", "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path)]) == 0

@@ -122,8 +122,9 @@ def test_shipped_weights_reproduce_their_card(name, keys):
 
 
 def test_forecast_plot_of_trained_model_through_explain(tmp_path, capsys):
-    from hub.cli import main
+    from timeseries.rul_data import cmapss_file
 
+    cmapss_file("test_FD001.txt")  # first, so a missing C-MAPSS skips (tests/conftest.py) before the CLI
     assert main(["explain", "rul_attention.fd001", "1", "2", "3", "--out", str(tmp_path)]) == 0
     path = Path(capsys.readouterr().out.strip().splitlines()[-1])
     assert path == tmp_path / "rul_forecast.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -26,10 +26,10 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from hub.data import HubDataModule, data_dir
+from hub.data import HubDataModule, data_dir, dataset_file
 from hub.errors import DataError
 from hub.registry import register_dataset
-from hub.weights import fetch, read_verified
+from hub.weights import read_verified
 
 SENSOR_NAMES = [f"s{i}" for i in range(1, 22)]
 # The copy named in ../shared/data/cmapss/PROVENANCE.md (NASA PCoE data, mirrored on GitHub at a fixed commit).
@@ -50,8 +50,7 @@ def cmapss_file(name: str) -> Path:
     if name not in CMAPSS_FILES:
         raise DataError(f"unknown C-MAPSS file {name!r}; available: {sorted(CMAPSS_FILES)}")
     sha256, num_bytes = CMAPSS_FILES[name]
-    local = data_dir() / "cmapss" / name
-    path = local if local.is_file() else fetch(CMAPSS_URL.format(name=name), sha256, num_bytes)
+    path = dataset_file("cmapss", data_dir() / "cmapss" / name, CMAPSS_URL.format(name=name), sha256, num_bytes)
     read_verified(path, sha256)
     return path
 

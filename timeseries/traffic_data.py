@@ -26,7 +26,7 @@ import torchmetrics
 from torch.utils.data import TensorDataset
 
 from hub.data import HubDataModule, data_dir
-from hub.errors import DataError
+from hub.errors import DataError, DatasetUnavailable
 from hub.tasks import Task, register_task
 from hub.registry import register_dataset
 from hub.weights import read_verified
@@ -90,8 +90,8 @@ def road_graph(name: str) -> np.ndarray:
     folder, file, sha256 = GRAPH_FILES[name]
     path = data_dir() / folder / file
     if not path.is_file():
-        raise DataError(f"{path} not found; put the {name} graph files there (see their PROVENANCE.md) "
-                        "or set HUB_DATA_DIR")
+        raise DatasetUnavailable(name, f"{path} not found; put the {name} graph files there (see their "
+                                       "PROVENANCE.md) or set HUB_DATA_DIR")
     if file.endswith(".pkl"):
         return read_adj_pickle(path, sha256)[1]
     adj = np.loadtxt(read_verified(path, sha256).decode().splitlines(), delimiter=",", dtype=np.float32)
@@ -222,7 +222,8 @@ class LosLoopData(TrafficSeriesData):
     def load(self):
         path = data_dir() / "los_loop" / "los_speed.csv"
         if not path.is_file():
-            raise DataError(f"{path} not found; put Los-loop there (see its PROVENANCE.md) or set HUB_DATA_DIR")
+            raise DatasetUnavailable("los_loop", f"{path} not found; put Los-loop there (see its PROVENANCE.md) or "
+                                                 "set HUB_DATA_DIR")
         lines = read_verified(path, LOS_SPEED_SHA256).decode().splitlines()
         speed = np.loadtxt(lines[1:], delimiter=",", dtype=np.float32)  # (T, N), header = sensor ids
         time_of_day = np.arange(len(speed)) % STEPS_PER_DAY / STEPS_PER_DAY

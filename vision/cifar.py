@@ -14,7 +14,7 @@ from torchvision import datasets as tv_datasets
 from torchvision import transforms as T
 
 from hub.data import HubDataModule, data_dir, stratified_split
-from hub.errors import DataError
+from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import is_offline
 from vision.datasets import image_spec
@@ -74,13 +74,15 @@ class Cifar10Data(HubDataModule):
         else:
             cache = data_dir() / "cifar10-python"
             if is_offline() and not (cache / "cifar-10-batches-py").is_dir():
-                raise DataError(f"CIFAR-10 is neither in {root} nor in {cache} and HUB_OFFLINE=1 forbids downloading")
+                raise DatasetUnavailable("cifar10", f"CIFAR-10 is neither in {root} nor in {cache} and "
+                                                    "HUB_OFFLINE=1 forbids downloading")
             try:
                 train_base = tv_datasets.CIFAR10(cache, train=True, download=True)
                 test_base = tv_datasets.CIFAR10(cache, train=False, download=True)
             except (OSError, RuntimeError) as err:
-                raise DataError(f"CIFAR-10 is not in {root} (expected train/<class>/ and test/<class>/ there; set "
-                                f"HUB_DATA_DIR) and downloading {CIFAR_URL} failed: {err}") from err
+                raise DatasetUnavailable("cifar10", f"CIFAR-10 is not in {root} (expected train/<class>/ and "
+                                                    f"test/<class>/ there; set HUB_DATA_DIR) and downloading "
+                                                    f"{CIFAR_URL} failed: {err}") from err
             classes, source = train_base.classes, f"{CIFAR_URL} (MD5-checked by torchvision)"
         labels = np.array([label for _, label in train_base.samples] if hasattr(train_base, "samples")
                           else train_base.targets)
@@ -129,8 +131,9 @@ class BreastMnistData(HubDataModule):
             return
         path = data_dir() / "medmnist" / "breastmnist.npz"
         if not path.is_file():
-            raise DataError(f"{path} not found: download breastmnist.npz (MedMNIST v2, Zenodo record 10519652, "
-                            "MD5 750601b1f35ba3300ea97c75c52ff8f6) into that folder or set HUB_DATA_DIR")
+            raise DatasetUnavailable("breastmnist", f"{path} not found: download breastmnist.npz (MedMNIST v2, "
+                                                    "Zenodo record 10519652, MD5 750601b1f35ba3300ea97c75c52ff8f6) "
+                                                    "into that folder or set HUB_DATA_DIR")
         arrays = np.load(path)  # plain arrays; np.load refuses pickled objects by default
         train_tf, eval_tf = _transforms(self.img_size, self.channels, self.mean, self.std, self.augment, 28)
         split = {s: (arrays[f"{s}_images"], arrays[f"{s}_labels"].reshape(-1)) for s in ("train", "val", "test")}
