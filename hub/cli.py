@@ -39,8 +39,8 @@ def _format_params(count: int | None) -> str:
 
 
 def cmd_list(args) -> int:
-    from hub.registry import get_model_entry, list_models, pretrained_tags
     from hub.models import model_card
+    from hub.registry import get_model_entry, list_models, pretrained_tags
 
     names = list_models(args.pattern, domain=args.domain, task=args.task)
     rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]

@@ -28,7 +28,6 @@ from hub.errors import DataError
 from hub.registry import register_dataset
 from hub.weights import fetch, read_verified
 
-
 # The files of ../shared/data/deepsurv/PROVENANCE.md: GitHub jaredleekatzman/DeepSurv at a fixed commit.
 DEEPSURV_URL = ("https://raw.githubusercontent.com/jaredleekatzman/DeepSurv/"
                 "41eed003e5b892c81e7855e400861fa7a2d9da4f/experiments/data/{folder}/{file}")

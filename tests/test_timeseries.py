@@ -1,7 +1,6 @@
 """timeseries/: RUL models (shapes, gradients, overfit, bad input), the C-MAPSS FD001 pipeline, the NASA
 score, the shipped weights against their card, the forecast plot, sensor-CSV adapters and recipe smoke runs."""
 import math
-
 from pathlib import Path
 
 import numpy as np

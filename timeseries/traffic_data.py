@@ -27,8 +27,8 @@ from torch.utils.data import TensorDataset
 
 from hub.data import HubDataModule, data_dir
 from hub.errors import DataError
-from hub.tasks import Task, register_task
 from hub.registry import register_dataset
+from hub.tasks import Task, register_task
 from hub.weights import read_verified
 
 STEPS_PER_DAY = 288  # five-minute steps
