@@ -131,7 +131,8 @@ def adapt_deit_state_dict(deit_state: dict[str, torch.Tensor], model: AudioSpect
     pos_prefix = pos[:, :prefix] if prefix == 2 else pos[:, :1].repeat(1, 2, 1)  # (1, 2, D)
     out = {k: v for k, v in deit_state.items() if k.startswith(("blocks.", "norm."))}
     out.update({
-        "patch_embed.weight": deit_state["patch_embed.proj.weight"].sum(1, keepdim=True),  # (D, 3, p, p) -> (D, 1, p, p)
+        # (D, 3, p, p) -> (D, 1, p, p)
+        "patch_embed.weight": deit_state["patch_embed.proj.weight"].sum(1, keepdim=True),
         "patch_embed.bias": deit_state["patch_embed.proj.bias"],
         "cls_token": deit_state["cls_token"],
         "dist_token": deit_state.get("dist_token", deit_state["cls_token"]),

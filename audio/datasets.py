@@ -27,8 +27,18 @@ import torch.nn.functional as F
 import torchaudio
 from torch.utils.data import TensorDataset
 
-from audio.features import (AUDIO_SUFFIXES, audio_spec, cached_log_mels, check_time_fit, check_trim_db, model_input,
-                            normalise, training_stats, trim_silence, warp_mel_bins)
+from audio.features import (
+    AUDIO_SUFFIXES,
+    audio_spec,
+    cached_log_mels,
+    check_time_fit,
+    check_trim_db,
+    model_input,
+    normalise,
+    training_stats,
+    trim_silence,
+    warp_mel_bins,
+)
 from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable

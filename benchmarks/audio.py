@@ -36,7 +36,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    lines = [f"# Audio benchmark ({device}, {torch.get_num_threads()} threads, batch {args.batch}, torch {torch.__version__})",
+    lines = [f"# Audio benchmark ({device}, {torch.get_num_threads()} threads, batch {args.batch}, "
+             f"torch {torch.__version__})",
              "", "| model | clip | params | train clips/s | train peak MiB | infer clips/s | infer peak MiB |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for name in FAMILIES:
@@ -52,8 +53,8 @@ def main() -> None:
             model.eval()
             infer_s, infer_mib = measure(inference_pass(model, x), device, args.repeats)
             params = sum(p.numel() for p in model.parameters())
-            lines.append(f"| {name} | {seconds} s | {params / 1e3:.0f}k | {args.batch / train_s:.1f} | {train_mib:.0f} | "
-                         f"{args.batch / infer_s:.1f} | {infer_mib:.0f} |")
+            lines.append(f"| {name} | {seconds} s | {params / 1e3:.0f}k | {args.batch / train_s:.1f} | "
+                         f"{train_mib:.0f} | {args.batch / infer_s:.1f} | {infer_mib:.0f} |")
             print(lines[-1], flush=True)
     wave = torch.randn(16000 * 10)
     start = time.perf_counter()

@@ -142,7 +142,8 @@ def main() -> None:
         print(json.dumps(measure(model_name, graph_name, int(steps), "cpu")))
         return
     torch.set_num_threads(args.threads)
-    lines = [f"# GAT: ours vs a minimal PyG GAT ({args.device}, {args.threads} CPU thread(s), torch {torch.__version__})",
+    lines = [f"# GAT: ours vs a minimal PyG GAT ({args.device}, {args.threads} CPU thread(s), "
+             f"torch {torch.__version__})",
              "", "Epoch = one full-batch training step (forward, backward, Adam). Ratio = PyG / ours "
              "(> 1: ours is faster or smaller).", "",
              "| graph | PyG epoch (s) | ours epoch (s) | speed-up | PyG peak (MB) | ours peak (MB) | memory ratio |",

@@ -126,7 +126,8 @@ def write_report(results: list[dict], retrieval: list[tuple[int, float]] | None)
     table: dict[tuple[str, str], list[dict]] = {}
     for r in results:
         table.setdefault((r["set"], r["model"]), []).append(r)
-    lines += ["| set | model | n | " + " | ".join(["metric 1", "metric 2"]) + " | epochs | train rows/s | inference rows/s |",
+    lines += ["| set | model | n | " + " | ".join(["metric 1", "metric 2"])
+              + " | epochs | train rows/s | inference rows/s |",
               "|---|---|---:|---|---|---:|---:|---:|"]
     means = {}
     for set_name, metrics in SETS.items():

@@ -166,7 +166,8 @@ class KarateData(NodeGraphData):
         graph = Data(x=raw.x.float(), edge_index=raw.edge_index, y=raw.y, train_mask=raw.train_mask,
                      val_mask=val_mask, test_mask=test_mask)
         return graph, [str(i) for i in range(int(raw.y.max()) + 1)], {
-            "source": "Zachary, An information flow model for conflict and fission in small groups, 1977 (PyG KarateClub)",
+            "source": "Zachary, An information flow model for conflict and fission in small groups, 1977 "
+                      "(PyG KarateClub)",
             "license": "public domain (published data)"}
 
 

@@ -120,7 +120,8 @@ def explain_nodes(card, model, inputs: list[str], out_dir: Path, data: str | Non
     index = {name: i for i, name in enumerate(names)}
     unknown = [node for node in inputs if node not in index]
     if unknown:
-        raise DataError(f"unknown node(s) {unknown[:5]}: expected ids of {data + '/nodes.csv' if data else 'node indices'}")
+        raise DataError(f"unknown node(s) {unknown[:5]}: expected ids of "
+                        f"{data + '/nodes.csv' if data else 'node indices'}")
     for node in [index[n] for n in inputs] or candidates[:3]:
         yield plot_node_attention(model, x, graph.edge_index, node, Path(out_dir) / f"node_{names[node]}.png",
                                   names=names, classes=card.label_names or None)

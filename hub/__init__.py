@@ -7,8 +7,16 @@
 ``import hub`` is light: domain packages (and timm, PyG, torchaudio, Lightning) are imported on
 first use of the registry.
 """
-from hub.errors import (DataError, HubError, OfflineError, RecipeError, RegistryError, TrainingError,
-                        UnknownModelError, WeightsError)
+from hub.errors import (
+    DataError,
+    HubError,
+    OfflineError,
+    RecipeError,
+    RegistryError,
+    TrainingError,
+    UnknownModelError,
+    WeightsError,
+)
 from hub.registry import list_datasets, list_models, register_dataset, register_model
 
 __version__ = "0.1.0"

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from hub.errors import HubError
 
-EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5\n  attnhub predict vit_digits.sklearn digit.png"
-          "\n  attnhub finetune tabr --data my.csv --target label\n  attnhub predict RUN_DIR --data rows.csv --out preds.csv")
+EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5"
+          "\n  attnhub predict vit_digits.sklearn digit.png"
+          "\n  attnhub finetune tabr --data my.csv --target label"
+          "\n  attnhub predict RUN_DIR --data rows.csv --out preds.csv")
 
 
 def _count_params(name: str) -> int | None:
@@ -39,8 +41,8 @@ def _format_params(count: int | None) -> str:
 
 
 def cmd_list(args) -> int:
-    from hub.registry import get_model_entry, list_models, pretrained_tags
     from hub.models import model_card
+    from hub.registry import get_model_entry, list_models, pretrained_tags
 
     names = list_models(args.pattern, domain=args.domain, task=args.task)
     rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]
@@ -201,7 +203,8 @@ def cmd_predict(args) -> int:
                            f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
         return _predict_table(args, model, card)
     labels = card.label_names or [str(i) for i in range(10_000)]
-    regression = not card.label_names  # no classes: outputs are values (RUL, traffic speeds, risks), printed as they are
+    # no classes: outputs are values (RUL, traffic speeds, risks), printed as they are
+    regression = not card.label_names
     out_file = open(args.out, "w", newline="") if args.out else None
     writer = csv.writer(out_file) if out_file else None
     wrote_header = False
@@ -289,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "models; split 70/15/15 automatically), ...")
     p.add_argument("--target", help="tables: the column to predict (default: the pretrained card's target)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"),
-                   help="tables: the kind of target (default auto: text or few whole numbers = classes, else regression)")
+                   help="tables: the kind of target "
+                   "(default auto: text or few whole numbers = classes, else regression)")
     p.add_argument("--time", help="survival tables: the follow-up time column (default: the card's, 'time')")
     p.add_argument("--event", help="survival tables: the 0/1 event column (default: the card's, 'event')")
     p.add_argument("--genes", help="survival tables: the gene columns, comma-separated, as many as the card's "
@@ -341,11 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
 
-    p = sub.add_parser("bench", help="measure every registered model on its recipe's data: FLOPs, items/s, memory, %% of the "
-                       "machine's GEMM peak, ratios against timm / PyG references; writes RESULTS.md and RESULTS.json")
+    p = sub.add_parser("bench", help="measure every registered model on its recipe's data: FLOPs, items/s, memory, "
+                       "%% of the machine's GEMM peak, ratios against timm / PyG references; "
+                       "writes RESULTS.md and RESULTS.json")
     p.add_argument("pattern", nargs="?", default="*", help="globs over family names, comma-separated, e.g. "
                    "'vit_*,gat' (default: all)")
-    p.add_argument("--recipes", default="recipes", help="folder of recipes to take data and models from (default ./recipes)")
+    p.add_argument("--recipes", default="recipes",
+                   help="folder of recipes to take data and models from (default ./recipes)")
     p.add_argument("--out", default="benchmarks", help="folder for RESULTS.md and RESULTS.json (default ./benchmarks)")
     p.add_argument("--steps", type=int, default=5, help="timed steps per model, after 2 warm-up steps (default 5)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")

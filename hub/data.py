@@ -151,8 +151,8 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
             take, index = train_test_split(index, train_size=fraction / remaining, stratify=labels[index],
                                            random_state=seed)
         except ValueError as err:  # a part smaller than the number of classes
-            raise DataError(f"{where}{len(labels)} samples of {len(np.unique(labels))} classes are too few for a stratified "
-                            f"{'/'.join(str(f) for f in fractions)} split ({err}); add samples") from None
+            raise DataError(f"{where}{len(labels)} samples of {len(np.unique(labels))} classes are too few for a "
+                            f"stratified {'/'.join(str(f) for f in fractions)} split ({err}); add samples") from None
         parts.append(np.sort(take))
         remaining -= fraction
     parts.append(np.sort(index))

@@ -70,7 +70,8 @@ def load_from_card(card: PretrainedCfg, pretrained: bool = True, num_classes: in
         elif card.url:
             path = fetch(card.url, card.sha256, card.num_bytes)
         else:
-            raise WeightsError(f"weights of {card.name} not found: {card.local_file} is missing and the card has no url")
+            raise WeightsError(f"weights of {card.name} not found: {card.local_file} is missing "
+                               "and the card has no url")
         state = load_state_dict(path, card.sha256)
         skip = entry.classifier if reset_head else None
         if reset_head:

@@ -175,7 +175,8 @@ def get_pretrained_cfg(name: str):
 def get_dataset_entry(name: str) -> DatasetEntry:
     _discover()
     if name not in _REGISTRY.datasets:
-        raise UnknownModelError(f"unknown dataset {name!r}; closest names: {_closest(name, sorted(_REGISTRY.datasets))}")
+        raise UnknownModelError(f"unknown dataset {name!r}; "
+                                f"closest names: {_closest(name, sorted(_REGISTRY.datasets))}")
     return _REGISTRY.datasets[name]
 
 

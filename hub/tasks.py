@@ -83,7 +83,8 @@ class ClassificationTask(Task):
         logits = call_model(model, x)
         smoothing = self.label_smoothing if stage == "train" else 0.0
         if logits.ndim == 3:  # (B, k, C): k ensemble members (TabM in training), each with its own loss
-            loss = F.cross_entropy(logits.flatten(0, 1), y.repeat_interleave(logits.shape[1]), label_smoothing=smoothing)
+            loss = F.cross_entropy(logits.flatten(0, 1), y.repeat_interleave(logits.shape[1]),
+                                   label_smoothing=smoothing)
             probs = logits.detach().float().softmax(-1).mean(1)  # the ensemble's prediction
             return loss, (probs[:, 1] if self.num_classes == 2 else probs), y
         loss = F.cross_entropy(logits, y, label_smoothing=smoothing)

@@ -28,7 +28,6 @@ from hub.errors import DataError
 from hub.registry import register_dataset
 from hub.weights import read_verified
 
-
 # The files of ../shared/data/deepsurv/PROVENANCE.md: GitHub jaredleekatzman/DeepSurv at a fixed commit.
 DEEPSURV_URL = ("https://raw.githubusercontent.com/jaredleekatzman/DeepSurv/"
                 "41eed003e5b892c81e7855e400861fa7a2d9da4f/experiments/data/{folder}/{file}")
@@ -241,12 +240,14 @@ class SurvivalCSVData(SurvivalTableData):
         missing = {role: [c for c in cols if c not in table.columns] for role, cols in wanted.items()}
         missing = {role: cols for role, cols in missing.items() if cols}
         if missing:
-            raise DataError(f"{self.path}: missing columns " + "; ".join(f"{role}: {cols}" for role, cols in missing.items())
+            raise DataError(f"{self.path}: missing columns "
+                            + "; ".join(f"{role}: {cols}" for role, cols in missing.items())
                             + f"; the file has columns {list(table.columns)}")
         for kind, cols in (("gene", self.gene_cols), ("clinical", clinical)):
             if self.expect[kind] is not None and len(cols) != self.expect[kind]:
                 raise DataError(f"the model takes {self.expect[kind]} {kind} columns, but {len(cols)} are named "
-                                f"({cols}); set data.args.{kind}_cols to {self.expect[kind]} columns of {self.path.name}")
+                                f"({cols}); set data.args.{kind}_cols to {self.expect[kind]} columns of "
+                                f"{self.path.name}")
         time = pd.to_numeric(table[self.time_col], errors="coerce").to_numpy(np.float64)
         if not np.isfinite(time).all():
             raise DataError(f"{self.path}: time column {self.time_col!r} has missing, infinite or non-numeric values "
@@ -274,8 +275,9 @@ class SurvivalCSVData(SurvivalTableData):
 
 @register_dataset(task="survival")
 def survival_csv(path: str, time_col: str = "time", event_col: str = "event", gene_cols: list[str] = (),
-                 clinical_cols: list[str] | None = None, test_fraction: float = 0.2, expect_num_genes: int | None = None,
-                 expect_num_clinical: int | None = None, batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
+                 clinical_cols: list[str] | None = None, test_fraction: float = 0.2,
+                 expect_num_genes: int | None = None, expect_num_clinical: int | None = None,
+                 batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.2, loss: str = "efron",
                  rank_weight: float = 0.0) -> SurvivalCSVData:
     """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest)."""

@@ -33,6 +33,7 @@ def gbdt_metrics(datamodule, seed: int = 0) -> dict[str, float]:
                 "test/mae": float(mean_absolute_error(y_test, pred))}
     proba = model.predict_proba(x_test)
     if proba.shape[1] == 2:
-        return {"test/acc": float(accuracy_score(y_test, proba.argmax(1))), "test/auroc": float(roc_auc_score(y_test, proba[:, 1]))}
+        return {"test/acc": float(accuracy_score(y_test, proba.argmax(1))),
+                "test/auroc": float(roc_auc_score(y_test, proba[:, 1]))}
     return {"test/acc": float(accuracy_score(y_test, proba.argmax(1))),
             "test/f1": float(f1_score(y_test, proba.argmax(1), average="macro"))}

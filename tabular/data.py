@@ -122,8 +122,9 @@ class TabularData(HubDataModule):
             values, counts = np.unique(labels, return_counts=True)
             rare = {str(v): int(c) for v, c in zip(values, counts) if c < len(fractions)}
             if rare:
-                raise DataError(f"target column {self.target!r}: class(es) {rare} have fewer than {len(fractions)} rows "
-                                f"(rows {_rows(np.isin(labels, list(rare)))}); a stratified split needs at least "
+                raise DataError(f"target column {self.target!r}: class(es) {rare} have fewer than "
+                                f"{len(fractions)} rows (rows {_rows(np.isin(labels, list(rare)))}); "
+                                "a stratified split needs at least "
                                 f"{len(fractions)} per class. Fix or drop those rows")
             try:
                 parts = stratified_split(pd.factorize(labels)[0], fractions, self.split_seed)
@@ -161,11 +162,12 @@ class TabularData(HubDataModule):
         if self.pretrain_epochs and self.pretrain_x_cat is None:  # every row is labelled: pre-train on them
             self.pretrain_x_cat = self.train_set.x_cat
         self.input_spec = {"kind": "table", "preprocessor": pre.to_dict()}
+        test_split = "the published test file" if isinstance(loaded, tuple) else f"{self.test_fraction:.0%}"
         self.info = {**self.base_info, "sizes": [len(train), len(val), len(test)],
                      **({"unlabelled_train_rows": unlabelled} if unlabelled else {}),
-                     "split": f"validation {self.val_fraction:.0%}, test "
-                              f"{'the published test file' if isinstance(loaded, tuple) else f'{self.test_fraction:.0%}'}, "
-                              f"{'stratified by class, ' if pre.task != 'regression' else ''}split_seed={self.split_seed}"}
+                     "split": f"validation {self.val_fraction:.0%}, test {test_split}, "
+                              f"{'stratified by class, ' if pre.task != 'regression' else ''}"
+                              f"split_seed={self.split_seed}"}
 
     def model_args(self) -> dict[str, Any]:
         pre = self.preprocessor
@@ -271,7 +273,8 @@ def adult(batch_size: int = 256, num_workers: int = 0, seed: int = 0, split_seed
           scaling: str = "quantile", label_fraction: float = 1.0, pretrain_epochs: int = 0) -> FrameData:
     """UCI Adult: income >50K (binary); the published adult.test is the test split, validation from adult.data.
     ``label_fraction`` < 1 keeps the labels of that stratified share of the training rows only;
-    ``pretrain_epochs`` pre-trains a TabTransformer on every training row first (the paper's semi-supervised setting)."""
+    ``pretrain_epochs`` pre-trains a TabTransformer on every training row first (the paper's semi-supervised
+    setting)."""
     return FrameData(_adult, target="income", info=INFO["adult"], label_fraction=label_fraction,
                      pretrain_epochs=pretrain_epochs, **_common(batch_size, num_workers, seed, split_seed, scaling))
 

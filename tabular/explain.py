@@ -66,7 +66,8 @@ def write_retrieval_table(model, x_num, x_cat, rows: list[int], pre: TabularPrep
     for row, idx, w, y in zip(rows, neighbours.tolist(), weights.tolist(), labels.tolist()):
         order = sorted(range(len(idx)), key=lambda k: -w[k])
         for rank, k in enumerate(order, start=1):
-            label = f"{y[k] * pre.target_std + pre.target_mean:.6g}" if pre.task == "regression" else pre.classes[int(y[k])]
+            label = (f"{y[k] * pre.target_std + pre.target_mean:.6g}" if pre.task == "regression"
+                     else pre.classes[int(y[k])])
             writer.writerow([row, rank, idx[k] + 1, f"{w[k]:.6f}", label])
     atomic_write_bytes(path, buffer.getvalue().encode())
     return path

@@ -5,7 +5,8 @@ Models for Tabular Data*, NeurIPS 2021, and the baseline of the TabR and TabM pa
 Shapes:
     x_num (B, F), x_cat (B, C) int64 -> logits (B, num_classes) (regression: num_classes = 1)
 
->>> mlp(num_numeric=3, cat_cardinalities=[4], num_classes=2)(torch.randn(5, 3), torch.zeros(5, 1, dtype=torch.long)).shape
+>>> model = mlp(num_numeric=3, cat_cardinalities=[4], num_classes=2)
+>>> model(torch.randn(5, 3), torch.zeros(5, 1, dtype=torch.long)).shape
 torch.Size([5, 2])
 """
 from __future__ import annotations

@@ -135,7 +135,8 @@ class TabularPreprocessor:
             raise DataError(f"columns {empty} are empty in every training row (all NaN); drop them from the table")
         if numeric is None:
             numeric = [c for c in features if c not in (categorical or []) and cls._looks_numeric(frame[c])]
-        categorical = list(categorical or []) + [c for c in features if c not in numeric and c not in (categorical or [])]
+        categorical = list(categorical or []) + [c for c in features
+                                                 if c not in numeric and c not in (categorical or [])]
         pre = cls(target=target, task=task, numeric=list(numeric), categorical=list(categorical), scaling=scaling)
         pre._fit_target(frame[target])
         for column in pre.numeric:

@@ -176,7 +176,8 @@ def test_lifter_projects_onto_the_first_dct_coefficients(tmp_path):
     assert log_mel(wave, lifter=20)[low].diff(dim=0).abs().mean() < 0.5 * raw[low].diff(dim=0).abs().mean()
     sf.write(tmp_path / "voice.wav", wave.numpy(), SAMPLE_RATE, subtype="FLOAT")
     spec = audio_spec(64, mean=0.0, std=1.0, lifter=20)
-    torch.testing.assert_close(model_input(tmp_path / "voice.wav", spec), fit_frames(expected, 64), atol=1e-3, rtol=1e-4)
+    torch.testing.assert_close(model_input(tmp_path / "voice.wav", spec), fit_frames(expected, 64),
+                               atol=1e-3, rtol=1e-4)
     with pytest.raises(DataError, match="lifter must be in 1..128"):
         log_mel(wave, lifter=0)
 
@@ -225,7 +226,8 @@ def _tone_folder(root, per_class: int = 6):
         (root / label).mkdir(parents=True)
         for i in range(per_class):
             rate, channels, suffix = [(8000, 1, "wav"), (22050, 2, "flac"), (44100, 1, "wav")][i % 3]
-            sf.write(root / label / f"{label}{i}.{suffix}", tone(freq * (1 + 0.02 * i), rate, 0.3 + 0.05 * i, channels), rate)
+            sf.write(root / label / f"{label}{i}.{suffix}",
+                     tone(freq * (1 + 0.02 * i), rate, 0.3 + 0.05 * i, channels), rate)
     return root
 
 

@@ -17,7 +17,8 @@ def test_fit_temperature_recovers_the_temperature_that_made_the_labels():
     labels = torch.multinomial((logits / 2.5).softmax(1), 1, generator=generator).squeeze(1)  # the truth is T = 2.5
     temperature = fit_temperature(logits, labels)
     assert abs(temperature - 2.5) < 0.15
-    assert calibration_error((logits / temperature).softmax(1), labels) < 0.5 * calibration_error(logits.softmax(1), labels)
+    assert (calibration_error((logits / temperature).softmax(1), labels)
+            < 0.5 * calibration_error(logits.softmax(1), labels))
 
 
 def test_trust_score_matches_brute_force_distances():

@@ -103,8 +103,11 @@ def test_overfits_four_scenes():
     scenes = MultiShapes(4, "train")
     x = torch.stack([scenes[i][0] for i in range(4)])
     generator = torch.Generator()
-    assert_overfits(model, lambda: torch.nn.functional.mse_loss(model.autoencode(x, generator=generator.manual_seed(0))["recon"], x),
-                    steps=250, lr=2e-3, ratio=0.25)
+
+    def reconstruction_loss():
+        return torch.nn.functional.mse_loss(model.autoencode(x, generator=generator.manual_seed(0))["recon"], x)
+
+    assert_overfits(model, reconstruction_loss, steps=250, lr=2e-3, ratio=0.25)
 
 
 def test_task_step_scores_masks_with_fixed_noise_in_evaluation():

@@ -46,8 +46,9 @@ def test_vit_digits_overfits_eight_samples():
 
 
 def test_quickstart_recipe_short_schedule_learns(repo, tmp_path):
-    run = train(str(repo / "recipes" / "quickstart.yaml"), ["trainer.max_epochs=12", "scheduler.warmup_epochs=1", "data.args.max_shift=0",
-                                                            f"output_dir={tmp_path}"],
+    run = train(str(repo / "recipes" / "quickstart.yaml"),
+                ["trainer.max_epochs=12", "scheduler.warmup_epochs=1", "data.args.max_shift=0",
+                 f"output_dir={tmp_path}"],
                 progress=False)
     card = hub.model_card(str(run))
     assert card.metrics["test/acc"]["mean"] > 0.5  # chance is 0.1

@@ -12,7 +12,6 @@ import torch
 from PIL import Image
 
 import hub
-
 from hub.training import AtomicCheckpointIO, train
 from hub.weights import load_state_dict
 

@@ -318,7 +318,8 @@ def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_
     full, semi = adult(label_fraction=1.0), adult(label_fraction=0.05, pretrain_epochs=1, batch_size=512)
     full.setup(), semi.setup()
     n = len(full.train_set)
-    assert len(semi.train_set) == pytest.approx(0.05 * n, abs=2) and semi.info["unlabelled_train_rows"] == n - len(semi.train_set)
+    assert len(semi.train_set) == pytest.approx(0.05 * n, abs=2)
+    assert semi.info["unlabelled_train_rows"] == n - len(semi.train_set)
     assert len(semi.pretrain_x_cat) == n and len(semi.test_set) == len(full.test_set) and full.pretrain_x_cat is None
     assert semi.train_set.y.float().mean().item() == pytest.approx(full.train_set.y.float().mean().item(), abs=0.01)
     dims = {k: v for k, v in semi.model_args().items() if k != "num_candidates"}  # TabR's only

@@ -1,7 +1,6 @@
 """timeseries/: RUL models (shapes, gradients, overfit, bad input), the C-MAPSS FD001 pipeline, the NASA
 score, the shipped weights against their card, the forecast plot, sensor-CSV adapters and recipe smoke runs."""
 import math
-
 from pathlib import Path
 
 import numpy as np
@@ -149,7 +148,8 @@ def _write_units(folder, units, sensors, drop=None):
 def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
     test = read_cmapss_units("test_FD001.txt")
     paths = _write_units(tmp_path / "units", {u: test[u] for u in (1, 2)}, FD001_SENSORS)
-    assert main(["predict", "rul_attention.fd001", *map(str, paths), "--no-progress", "--out", str(tmp_path / "p.csv")]) == 0
+    assert main(["predict", "rul_attention.fd001", *map(str, paths), "--no-progress",
+                 "--out", str(tmp_path / "p.csv")]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and len(lines[0].split()) == 11  # file + 10 forecast values
     model = hub.load("rul_attention.fd001")
@@ -376,7 +376,8 @@ def test_speed_csv_conversions_and_time_of_day(tmp_path):
 
 @pytest.mark.parametrize("edit,message", [
     (lambda lines: lines[:40] + lines[42:], "equally spaced"),
-    (lambda lines: lines[:5] + [lines[5].replace(lines[5].split(",")[2], "fast", 1)] + lines[6:], "'fast' is not a number"),
+    (lambda lines: lines[:5] + [lines[5].replace(lines[5].split(",")[2], "fast", 1)] + lines[6:],
+     "'fast' is not a number"),
     (lambda lines: lines[:5] + [lines[5].replace(lines[5].split(",")[2], "-3", 1)] + lines[6:], "finite speed >= 0"),
     (lambda lines: lines[:5] + [lines[5].replace(lines[5].split(",")[2], "inf", 1)] + lines[6:], "finite speed >= 0"),
     (lambda lines: lines[:20], "too few for a train/val/test split"),
@@ -411,7 +412,8 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     recipe = tmp_path / "testam.yaml"
     recipe.write_text(f"model: {{name: testam, args: {{dim: 8, num_heads: 2}}}}\n"
                       f"data: {{name: traffic_csv, args: {{root: {root}, batch_size: 32}}}}\n"
-                      f"trainer: {{max_epochs: 1, accelerator: cpu, limit_train_batches: 3}}\noutput_dir: {tmp_path / 'runs'}\n")
+                      f"trainer: {{max_epochs: 1, accelerator: cpu, limit_train_batches: 3}}\n"
+                      f"output_dir: {tmp_path / 'runs'}\n")
     run = train(str(recipe), progress=False)
     card = hub.model_card(str(run))
     assert card.model_args["graph"] == str((root / "adjacency.csv").resolve()) and card.input_spec["sensors"][0] == "s0"

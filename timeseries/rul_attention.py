@@ -77,7 +77,8 @@ class RULForecaster(nn.Module):
         self.head = nn.Linear(self.num_features, num_outputs)
 
     def extra_repr(self) -> str:
-        return f"num_sensors={self.num_sensors}, window={self.window}, horizon={self.horizon}, rul_scale={self.rul_scale}"
+        return (f"num_sensors={self.num_sensors}, window={self.window}, horizon={self.horizon}, "
+                f"rul_scale={self.rul_scale}")
 
 
 class RULAttention(RULForecaster):
@@ -121,7 +122,8 @@ class RULAttention(RULForecaster):
 
     def forward_features(self, x: torch.Tensor, need_weights: bool = False):
         """Pooled time and sensor vectors ``(B, 2 * dim)``; with ``need_weights`` also a dict of attention
-        maps: ``time_i`` (B, H, T, T), ``sensor_i`` (B, H, S, S), ``time_pool`` (B, H, 1, T), ``sensor_pool`` (B, H, 1, S)."""
+        maps: ``time_i`` (B, H, T, T), ``sensor_i`` (B, H, S, S), ``time_pool`` (B, H, 1, T),
+        ``sensor_pool`` (B, H, 1, S)."""
         check_windows(x, self.window, self.num_sensors)
         weights = {} if need_weights else None
         time_tokens = self.time_embed(x) + self.time_pos  # (B, T, D)

@@ -36,7 +36,8 @@ def read_unit_csv(path: str | Path, sensors: list[str], window: int, time_column
         raise DataError(f"{path}: expected columns {[time_column, *sensors]}, got {header}: missing {missing}")
     columns = [header.index(c) for c in [time_column, *sensors]]
     try:
-        table = np.array([[float(row[i]) for i in columns] for row in rows[1:]], dtype=np.float64).reshape(-1, len(columns))
+        table = np.array([[float(row[i]) for i in columns] for row in rows[1:]],
+                         dtype=np.float64).reshape(-1, len(columns))
     except (ValueError, IndexError) as err:
         raise DataError(f"{path}: every row needs a number in each of {[time_column, *sensors]} ({err})") from None
     if len(table) < window:
@@ -102,7 +103,8 @@ def sensor_units_section(card, path: str) -> dict[str, Any]:
 
 
 @register_predict_adapter("sensor_series")
-def sensor_series_forecast(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+def sensor_series_forecast(card, model, paths: Iterable[str],
+                           batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
     """Yield ``(names, forecasts (B, horizon))`` from the last ``window`` cycles of each unit CSV."""
     spec = card.input_spec
     names, windows = [], []

@@ -23,8 +23,8 @@ there (computed on detached expert outputs). Each expert is trained on its own m
 output steps of its masked RMSE at each step (our addition: the paper trains on MAE alone; the RMSE term, chosen
 on validation, curbs the large errors that RMSE weighs and, taken per step, keeps the short horizons' weight), the
 router on cross-entropy, and the forecast is the output of the expert the router ranks first.
-Simplifications against the paper: one attention layer per expert, spatial attention on window summaries, no memory-based meta-node gating,
-no worst-route-avoidance loss.
+Simplifications against the paper: one attention layer per expert, spatial attention on window summaries,
+no memory-based meta-node gating, no worst-route-avoidance loss.
 
 Shapes:
     x: (B, T_in, N, 2) = [z-scored speed, time of day in [0, 1)] -> forecast (B, T_out, N) in mph.

@@ -27,8 +27,8 @@ from torch.utils.data import TensorDataset
 
 from hub.data import HubDataModule, data_dir
 from hub.errors import DataError, DatasetUnavailable
-from hub.tasks import Task, register_task
 from hub.registry import register_dataset
+from hub.tasks import Task, register_task
 from hub.weights import read_verified
 
 STEPS_PER_DAY = 288  # five-minute steps
@@ -36,7 +36,8 @@ HORIZONS = {"15": 3, "30": 6, "60": 12}  # minutes -> output step (1-based)
 GRAPH_FILES = {  # name -> (folder, file, sha256)
     "los_loop": ("los_loop", "los_adj.csv", "7a6eb41e10677992b5af50f5ab187c6c05c5c3a92cb973950cfddbf857361e76"),
     "metr_la": ("metr_la_graph", "adj_mx.pkl", "a35687c6e15aa228dc45027b0ed2a0ea0f4ec78f573deb992c595092d12f61b3"),
-    "pems_bay": ("pems_bay_graph", "adj_mx_bay.pkl", "116275f5704d0d492018e14c047f7ae5004385b450aa907f88424055a4a97370"),
+    "pems_bay": ("pems_bay_graph", "adj_mx_bay.pkl",
+                 "116275f5704d0d492018e14c047f7ae5004385b450aa907f88424055a4a97370"),
 }
 LOS_SPEED_SHA256 = "7b732d86ae32b2930595becba28aff39dacbfb2197e250fc0332e1744ce2cbf4"
 
@@ -194,7 +195,8 @@ class TrafficSeriesData(HubDataModule):
             raise DataError(f"{info['source']}: {len(speed)} time steps make {max(len(starts), 0)} samples of "
                             f"{self.input_steps} + {self.output_steps} steps, too few for a train/val/test split; "
                             "expected several days of readings")
-        parts = {"train": starts[:len(starts) - n_val - n_test], "val": starts[len(starts) - n_val - n_test:len(starts) - n_test],
+        parts = {"train": starts[:len(starts) - n_val - n_test],
+                 "val": starts[len(starts) - n_val - n_test:len(starts) - n_test],
                  "test": starts[len(starts) - n_test:]}
         train_end = parts["train"][-1] + self.input_steps  # speeds seen as inputs of training samples
         self.mean, self.std = float(speed[:train_end].mean()), float(speed[:train_end].std())

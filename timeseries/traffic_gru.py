@@ -37,7 +37,8 @@ class TrafficGRU(nn.Module):
     def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         if pre_logits:
             return features
-        return (self.head(features) * self.speed_std + self.speed_mean).transpose(1, 2)  # (B, N, T_out) -> (B, T_out, N)
+        # (B, N, T_out) -> (B, T_out, N)
+        return (self.head(features) * self.speed_std + self.speed_mean).transpose(1, 2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))

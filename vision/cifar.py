@@ -151,5 +151,6 @@ def breastmnist(batch_size: int = 64, num_workers: int = 0, seed: int = 0, img_s
                 augment: bool = True, mean: list[float] = (0.5,), std: list[float] = (0.5,)) -> BreastMnistData:
     """BreastMNIST: 780 breast ultrasound images, 28x28 grey, malignant vs normal/benign (resizable, grey->RGB)."""
     if len(mean) != channels or len(std) != channels:
-        raise DataError(f"expected {channels} values in data.args.mean and data.args.std, got {len(mean)} and {len(std)}")
+        raise DataError(f"expected {channels} values in data.args.mean and data.args.std, "
+                        f"got {len(mean)} and {len(std)}")
     return BreastMnistData(batch_size, num_workers, seed, img_size, channels, augment, list(mean), list(std))

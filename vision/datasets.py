@@ -22,7 +22,8 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 
 
 class ShiftAugment(EpochSeededDataset):
-    """Random translation by up to ``max_shift`` pixels (padded with the image minimum, the background), seeded per (epoch, index)."""
+    """Random translation by up to ``max_shift`` pixels (padded with the image minimum, the background),
+    seeded per (epoch, index)."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, max_shift: int, seed: int):
         self.images, self.labels, self.max_shift, self.seed = images, labels, max_shift, seed
@@ -215,9 +216,11 @@ class ImageFolderData(HubDataModule):
         if self.train_set is not None:
             return
         if (self.root / "train").is_dir():
-            splits = {s: _scan_class_folders(self.root / s) for s in ("train", "val", "test") if (self.root / s).is_dir()}
+            splits = {s: _scan_class_folders(self.root / s) for s in ("train", "val", "test")
+                      if (self.root / s).is_dir()}
             if "val" not in splits:
-                raise DataError(f"{self.root} has train/ but no val/ folder; add val/ or put class folders directly in {self.root}")
+                raise DataError(f"{self.root} has train/ but no val/ folder; "
+                                f"add val/ or put class folders directly in {self.root}")
             classes = sorted(splits["train"])
             for split, found in splits.items():
                 if sorted(found) != classes:
@@ -237,7 +240,8 @@ class ImageFolderData(HubDataModule):
         read_image(sets["train"][0][0], self.input_spec)  # fail now, not mid-epoch, on an unreadable first file
         files = {s: ([f for f, _ in sets[s]], [label for _, label in sets[s]]) for s in sets}
         self.train_set = AugmentedImageFiles(*files["train"], self.input_spec, self.augment, self.seed)
-        self.val_set, self.test_set = ImageFiles(*files["val"], self.input_spec), ImageFiles(*files["test"], self.input_spec)
+        self.val_set = ImageFiles(*files["val"], self.input_spec)
+        self.test_set = ImageFiles(*files["test"], self.input_spec)
         self.num_classes = len(classes)
         self.label_names = classes
         self.info = {"source": str(self.root), "license": "the user's data"}

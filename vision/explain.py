@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 
-from hub.attention.cbam import CBAM
 from hub.adapters import register_explain_adapter
+from hub.attention.cbam import CBAM
 from hub.errors import HubError
 from hub.plotting import save_figure
 

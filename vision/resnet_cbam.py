@@ -7,7 +7,8 @@ global average pooling by a learned attention aggregation: one learned query att
 spatial positions (the core's PMA with a single seed).
 
 Shapes:
-    x: (B, C, H, W) -> logits (B, num_classes); ``forward_features`` -> (B, num_features, H/8, W/8) for the 32x32 entries.
+    x: (B, C, H, W) -> logits (B, num_classes); ``forward_features`` -> (B, num_features, H/8, W/8) for the
+    32x32 entries.
 
 >>> resnet_cbam18_32(attention_pool=True)(torch.zeros(2, 3, 32, 32)).shape
 torch.Size([2, 10])

@@ -69,13 +69,15 @@ class SlotAutoEncoder(nn.Module):
                  broadcast_size: int = 8, kernel_size: int = 5, implicit_grad: bool = False):
         super().__init__()
         if len(encoder_channels) != len(encoder_strides):
-            raise HubError(f"encoder_channels {encoder_channels} and encoder_strides {encoder_strides} differ in length")
+            raise HubError(f"encoder_channels {encoder_channels} and encoder_strides {encoder_strides} "
+                           "differ in length")
         stride = math.prod(encoder_strides)
         decoded = broadcast_size * 2 ** len(decoder_channels)
         if img_size % stride or decoded > img_size or img_size % decoded:
             raise HubError(f"img_size {img_size} must be divisible by the encoder's stride {stride} and by the "
                            f"decoder's output size {decoded} (= broadcast_size * 2 ** len(decoder_channels))")
-        self.img_size, self.in_chans, self.num_slots, self.broadcast_size = img_size, in_chans, num_slots, broadcast_size
+        self.img_size, self.in_chans = img_size, in_chans
+        self.num_slots, self.broadcast_size = num_slots, broadcast_size
         pad = kernel_size // 2
         layers, width = [], in_chans
         for channels, step in zip(encoder_channels, encoder_strides):
@@ -83,7 +85,8 @@ class SlotAutoEncoder(nn.Module):
             width = channels
         self.encoder = nn.Sequential(*layers)
         self.encoder_pos = SoftPositionEmbed(width, img_size // stride)
-        self.encoder_mlp = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width))
+        self.encoder_mlp = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.ReLU(),
+                                         nn.Linear(width, width))
         self.slot_attention = SlotAttention(width, num_slots, dim_slot, num_iterations, dim_hidden=2 * dim_slot,
                                             implicit_grad=implicit_grad)
         self.decoder_pos = SoftPositionEmbed(dim_slot, broadcast_size)

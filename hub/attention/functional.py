@@ -105,7 +105,8 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, self.dim_attn // self.num_heads).transpose(1, 2)  # (B, L, D) -> (B, H, L, D / H)
+        # (B, L, D) -> (B, H, L, D / H)
+        return x.view(batch, length, self.num_heads, self.dim_attn // self.num_heads).transpose(1, 2)
 
     def forward(self, query: torch.Tensor, context: torch.Tensor | None = None, key_mask: torch.Tensor | None = None,
                 need_weights: bool = False, attn_mask: torch.Tensor | None = None

@@ -179,7 +179,8 @@ class SetTransformer(nn.Module):
         self.num_features = dim_hidden
         widths = [dim_input] + [dim_hidden] * num_encoder_layers
         self.encoder = nn.ModuleList(
-            ISAB(w, dim_hidden, num_heads, num_inds, layer_norm) if num_inds else SAB(w, dim_hidden, num_heads, layer_norm)
+            ISAB(w, dim_hidden, num_heads, num_inds, layer_norm) if num_inds
+            else SAB(w, dim_hidden, num_heads, layer_norm)
             for w in widths[:-1])
         self.pool = PMA(dim_hidden, num_outputs, num_heads, layer_norm)
         self.decoder = nn.ModuleList(SAB(dim_hidden, dim_hidden, num_heads, layer_norm)
