@@ -31,6 +31,13 @@ def load(name, pretrained=True, num_classes=None, **model_args):
 load.__doc__ = "Build a model by name and load its weights; see :func:`hub.models.load`."
 
 
+def load_run(path, pretrained=True, num_classes=None, **model_args):
+    """The model of a finished run folder (its card and best weights); see :func:`hub.models.load_run`."""
+    from hub.models import load_run as _load_run
+
+    return _load_run(path, pretrained=pretrained, num_classes=num_classes, **model_args)
+
+
 def create_model(name, num_classes=None, **model_args):
     """Build the untrained model of a registered family."""
     from hub.models import create_model as _create
@@ -45,6 +52,6 @@ def model_card(name):
     return _card(name)
 
 
-__all__ = ["load", "create_model", "model_card", "list_models", "list_datasets", "register_model",
+__all__ = ["load", "load_run", "create_model", "model_card", "list_models", "list_datasets", "register_model",
            "register_dataset", "HubError", "UnknownModelError", "RegistryError", "WeightsError", "OfflineError",
            "RecipeError", "DataError", "TrainingError"]

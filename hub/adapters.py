@@ -16,46 +16,37 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Iterable, Iterator
 
-from hub.errors import DataError, RegistryError
+from hub.errors import DataError
+from hub.registry import Registry
 
-_FINETUNE: dict[str, Callable[..., dict[str, Any]]] = {}
-_PREDICT: dict[str, Callable[..., Iterator]] = {}
-_DEFAULT_RECIPE: dict[str, Callable[..., dict[str, Any]]] = {}
-_BASELINE: dict[str, Callable[..., tuple[str, dict[str, float]]]] = {}
-_EXPLAIN: dict[str, Callable[..., Iterator]] = {}
-
-
-def _register(table: dict[str, Callable], what: str, key: str):
-    def decorator(fn):
-        if key in table:
-            raise RegistryError(f"{what} for {key!r} is registered twice")
-        table[key] = fn
-        return fn
-
-    return decorator
+FINETUNE: Registry[Callable[..., dict[str, Any]]] = Registry("finetune adapter for input kind")
+PREDICT: Registry[Callable[..., Iterator]] = Registry("predict adapter for input kind")
+DEFAULT_RECIPE: Registry[Callable[..., dict[str, Any]]] = Registry("default recipe for domain")
+BASELINE: Registry[Callable[..., tuple[str, dict[str, float]]]] = Registry("baseline for input kind")
+EXPLAIN: Registry[Callable[..., Iterator]] = Registry("explain adapter for input kind")
 
 
 def register_finetune_adapter(kind: str):
-    return _register(_FINETUNE, "finetune adapter for input kind", kind)
+    return FINETUNE.decorator(kind)
 
 
 def register_predict_adapter(kind: str):
-    return _register(_PREDICT, "predict adapter for input kind", kind)
+    return PREDICT.decorator(kind)
 
 
 def register_explain_adapter(kind: str):
     """``fn(card, model, inputs, out_dir, data=None) -> iterator of figure paths``."""
-    return _register(_EXPLAIN, "explain adapter for input kind", kind)
+    return EXPLAIN.decorator(kind)
 
 
 def register_default_recipe(domain: str):
     """``fn(family, path, **options) -> recipe dict`` for fine-tuning an untrained family of ``domain``."""
-    return _register(_DEFAULT_RECIPE, "default recipe for domain", domain)
+    return DEFAULT_RECIPE.decorator(domain)
 
 
 def register_baseline(kind: str):
     """``fn(run_dir) -> (baseline name, test metrics)`` on the same split as the run."""
-    return _register(_BASELINE, "baseline for input kind", kind)
+    return BASELINE.decorator(kind)
 
 
 def _with_options(fn: Callable, where: str, args: tuple, options: dict[str, Any]):
@@ -79,10 +70,10 @@ def finetune_data_section(card, path: str, **options) -> dict[str, Any]:
     """The recipe ``data`` section that reads the user's data at ``path`` for the model of ``card``;
     ``options`` (e.g. ``target``, ``task`` for tables) are passed on when given."""
     kind = _kind(card)
-    if kind not in _FINETUNE:
+    if kind not in FINETUNE:
         raise DataError(f"fine-tuning on user data is not available for inputs of kind {kind!r} "
-                        f"(available: {sorted(_FINETUNE)})")
-    return _with_options(_FINETUNE[kind], f"inputs of kind {kind!r}", (card, path), options)
+                        f"(available: {FINETUNE.names()})")
+    return _with_options(FINETUNE.get(kind), f"inputs of kind {kind!r}", (card, path), options)
 
 
 def default_recipe(family: str, path: str, **options) -> dict[str, Any]:
@@ -90,31 +81,31 @@ def default_recipe(family: str, path: str, **options) -> dict[str, Any]:
     from hub.registry import get_model_entry
 
     domain = get_model_entry(family).domain
-    if domain not in _DEFAULT_RECIPE:
+    if domain not in DEFAULT_RECIPE:
         raise DataError(f"{family!r} has no pretrained tag given and its domain {domain!r} has no default recipe for "
-                        f"user data (available for: {sorted(_DEFAULT_RECIPE)}); name a pretrained tag or a run folder")
-    return _with_options(_DEFAULT_RECIPE[domain], f"the {domain} domain", (family, path), options)
+                        f"user data (available for: {DEFAULT_RECIPE.names()}); name a pretrained tag or a run folder")
+    return _with_options(DEFAULT_RECIPE.get(domain), f"the {domain} domain", (family, path), options)
 
 
 def baseline(card, run_dir) -> tuple[str, dict[str, float]] | None:
     """A classical baseline's test metrics on the split of ``run_dir``, or None when the input kind has none."""
-    fn = _BASELINE.get(card.input_spec.get("kind", ""))
-    return fn(run_dir) if fn else None
+    kind = card.input_spec.get("kind", "")
+    return BASELINE.get(kind)(run_dir) if kind in BASELINE else None
 
 
 def predict_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], Any]]:
     """Yield ``(names, logits)`` for the inputs, ``batch_size`` at a time."""
     kind = _kind(card)
-    if kind not in _PREDICT:
+    if kind not in PREDICT:
         raise DataError(f"prediction from files is not available for inputs of kind {kind!r} "
-                        f"(available: {sorted(_PREDICT)})")
-    return _PREDICT[kind](card, model, paths, batch_size)
+                        f"(available: {PREDICT.names()})")
+    return PREDICT.get(kind)(card, model, paths, batch_size)
 
 
 def explain_inputs(card, model, inputs: list[str], out_dir, data: str | None = None) -> Iterator:
     """Figures of what the model attends to for ``inputs`` (see the kind's adapter), written to ``out_dir``."""
     kind = _kind(card)
-    if kind not in _EXPLAIN:
-        raise DataError(f"explanations are not available for inputs of kind {kind!r} (available: {sorted(_EXPLAIN)})")
-    return _with_options(_EXPLAIN[kind], f"explaining inputs of kind {kind!r}", (card, model, inputs, out_dir),
+    if kind not in EXPLAIN:
+        raise DataError(f"explanations are not available for inputs of kind {kind!r} (available: {EXPLAIN.names()})")
+    return _with_options(EXPLAIN.get(kind), f"explaining inputs of kind {kind!r}", (card, model, inputs, out_dir),
                          {"data": data})

@@ -133,7 +133,8 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
     """Fit the temperature and the trust score of classifier ``name`` (a run folder or a pretrained tag) on its
     validation split, measure them on its test split, and return the figures (see the module docstring)."""
     from hub.cards import write_card
-    from hub.models import _is_run_dir, load_from_card, model_card
+    from hub.models import load_from_card, model_card
+    from hub.registry import is_run_path
     from hub.training import card_data
 
     card = model_card(name)
@@ -166,7 +167,7 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
         "trust_score_median": {"correct": float(np.median(trust[correct])) if correct.any() else None,
                                "wrong": float(np.median(trust[~correct])) if (~correct).any() else None},
     }
-    if _is_run_dir(name):
+    if is_run_path(name):
         card_path = Path(name) / "card.json"
         write_card(dataclasses.replace(card, calibration={"temperature": temperature, **{
             k: v for k, v in result.items() if k != "temperature"}}, card_dir=""), card_path)

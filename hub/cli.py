@@ -20,20 +20,6 @@ EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs
           "\n  attnhub predict RUN_DIR --data rows.csv --out preds.csv")
 
 
-def _count_params(name: str) -> int | None:
-    """Parameters of the family's default build, or None when it needs arguments or data to be built."""
-    import torch
-
-    from hub.registry import get_model_entry
-
-    try:
-        with torch.device("meta"):  # counts parameters without allocating them
-            model = get_model_entry(name).builder()
-    except (TypeError, HubError):
-        return None
-    return sum(p.numel() for p in model.parameters())
-
-
 def _format_params(count: int | None) -> str:
     if count is None:
         return "-"
@@ -41,18 +27,15 @@ def _format_params(count: int | None) -> str:
 
 
 def cmd_list(args) -> int:
-    from hub.models import model_card
-    from hub.registry import get_model_entry, list_models, pretrained_tags
+    from hub.registry import family_info, list_models, pretrained_tags
 
-    names = list_models(args.pattern, domain=args.domain, task=args.task)
     rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]
-    for name in names:
-        entry = get_model_entry(name)
-        tags = pretrained_tags(name)
+    for name in list_models(args.pattern, domain=args.domain, task=args.task):
+        info, tags = family_info(name), pretrained_tags(name)
         if args.pretrained and not tags:
             continue
-        metric = model_card(tags[0]).headline_metric() if tags else ""
-        rows.append((name, entry.domain, entry.task, _format_params(_count_params(name)),
+        metric = _card(tags[0]).headline_metric() if tags else ""
+        rows.append((name, info["domain"], info["task"], _format_params(info["params"]),
                      ", ".join(t.split(".", 1)[1] for t in tags) or "-", metric))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -60,18 +43,24 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_info(args) -> int:
-    from hub.models import model_card
-    from hub.registry import get_model_entry, pretrained_tags, split_name
+def _card(name: str):
+    """The card of a tag or run folder, read from JSON (imports no domain package, nor torch)."""
+    from hub.cards import read_card
+    from hub.registry import get_pretrained_cfg, is_run_path
 
-    family, tag = split_name(args.name) if "/" not in args.name else (None, "run")
-    if tag is None:
-        entry = get_model_entry(family)
-        print(json.dumps({"name": entry.name, "domain": entry.domain, "task": entry.task,
-                          "description": entry.description, "arguments": entry.arg_names(),
-                          "params": _count_params(family), "pretrained": pretrained_tags(family)}, indent=2))
+    return read_card(Path(name).expanduser() / "card.json") if is_run_path(name) else get_pretrained_cfg(name)
+
+
+def cmd_info(args) -> int:
+    from hub.registry import family_info, is_run_path, pretrained_tags, split_name
+
+    if not is_run_path(args.name) and split_name(args.name)[1] is None:
+        info = family_info(args.name)
+        print(json.dumps({"name": args.name, "domain": info["domain"], "task": info["task"],
+                          "description": info["description"], "arguments": info["arguments"],
+                          "params": info["params"], "pretrained": pretrained_tags(args.name)}, indent=2))
     else:
-        print(json.dumps(model_card(args.name).to_dict(), indent=2))
+        print(json.dumps(_card(args.name).to_dict(), indent=2))
     return 0
 
 
@@ -93,14 +82,14 @@ def cmd_train(args) -> int:
 
 def cmd_finetune(args) -> int:
     from hub.adapters import baseline, default_recipe, finetune_data_section
-    from hub.models import _is_run_dir, model_card
+    from hub.models import model_card
     from hub.recipe import apply_overrides, validate_recipe
-    from hub.registry import split_name
+    from hub.registry import is_run_path, split_name
     from hub.training import train
 
     options = {"target": args.target, "task": args.task, "time": args.time, "event": args.event,
                "genes": [g.strip() for g in args.genes.split(",")] if args.genes else None}
-    if not _is_run_dir(args.name) and split_name(args.name)[1] is None:  # a bare family: train from scratch
+    if not is_run_path(args.name) and split_name(args.name)[1] is None:  # a bare family: train from scratch
         base = default_recipe(args.name, args.data, **options)
     else:
         card = model_card(args.name)

@@ -10,11 +10,18 @@ import torch
 
 from hub.cards import PretrainedCfg, read_card
 from hub.errors import HubError, OfflineError, UnknownModelError, WeightsError
-from hub.registry import get_model_entry, get_pretrained_cfg, split_name
+from hub.registry import (
+    HF_HUB_PREFIX,
+    TIMM_PREFIX,
+    get_model_entry,
+    get_pretrained_cfg,
+    is_run_path,
+    pretrained_tags,
+    split_name,
+)
 from hub.weights import apply_state_dict, fetch, is_offline, load_state_dict
 
 log = logging.getLogger("hub")
-TIMM_PREFIX = "timm/"
 
 
 def create_model(name: str, num_classes: int | None = None, **model_args) -> torch.nn.Module:
@@ -35,23 +42,18 @@ def create_model(name: str, num_classes: int | None = None, **model_args) -> tor
         raise HubError(f"model {entry.name!r}: {err}") from err
 
 
-def _is_run_dir(name: str) -> bool:
-    if name.startswith(TIMM_PREFIX):
-        return False
-    return "/" in name or os.sep in name or Path(name, "card.json").is_file()
-
-
 def model_card(name: str) -> PretrainedCfg:
-    """The card of a pretrained tag (``"vit_digits.sklearn"``) or of a run folder."""
-    if _is_run_dir(name):
-        path = Path(name) / "card.json"
+    """The card of a pretrained tag (``"vit_digits.sklearn"``) or of a run folder (``"./runs/..."``)."""
+    if is_run_path(name):
+        path = Path(name).expanduser() / "card.json"
         if not path.is_file():
-            raise UnknownModelError(f"{name} is neither a registered name nor a run folder with a card.json")
+            raise UnknownModelError(f"{name} is not a run folder with a card.json")
         return read_card(path)
     family, tag = split_name(name)
     if tag is None:
         raise UnknownModelError(f"{name!r} is an untrained family and has no card; pretrained tags: "
-                                f"{', '.join(__import__('hub').registry.pretrained_tags(family)) or 'none'}")
+                                f"{', '.join(pretrained_tags(family)) or 'none'} (a run folder named {name} "
+                                f"is written ./{name})")
     return get_pretrained_cfg(name)
 
 
@@ -125,9 +127,21 @@ def load(name: str, pretrained: bool = True, num_classes: int | None = None, **m
     """
     if name.startswith(TIMM_PREFIX):
         return _load_timm(name[len(TIMM_PREFIX):], pretrained, num_classes, **model_args)
-    if _is_run_dir(name):
+    if name.startswith(HF_HUB_PREFIX):
+        raise UnknownModelError(f"{name!r}: loading from the Hugging Face Hub is not available yet; download the "
+                                "repository and load its folder by path")
+    if is_run_path(name):
         return load_from_card(model_card(name), pretrained, num_classes, **model_args)
     family, tag = split_name(name)
     if tag is None:
         return create_model(family, num_classes=num_classes, **model_args)
     return load_from_card(get_pretrained_cfg(name), pretrained, num_classes, **model_args)
+
+
+def load_run(path: str | os.PathLike, pretrained: bool = True, num_classes: int | None = None,
+             **model_args) -> torch.nn.Module:
+    """The model of a finished run folder (its ``card.json`` and best weights), whatever the folder is named."""
+    card_path = Path(path).expanduser() / "card.json"
+    if not card_path.is_file():
+        raise UnknownModelError(f"{path} is not a finished run folder: it has no card.json")
+    return load_from_card(read_card(card_path), pretrained, num_classes, **model_args)

@@ -1,9 +1,13 @@
-"""The model and dataset registries.
+"""The registries: model families, datasets and pretrained tags, all of one type, :class:`Registry`.
 
 Names follow timm's grammar: ``family`` builds an untrained model, ``family.tag`` a pretrained
 one whose weights and model card ship in ``<domain>/pretrained/family.tag.{safetensors,json}``.
 Registration is data: domain packages decorate short entry functions that only list dimensions.
-Domain packages are imported on first use, so ``import hub`` stays light.
+
+Domain packages are imported on first use, and only the one that is needed: ``hub/index.json``
+(written by ``python -m hub.index``) says which package registers each family and dataset, so
+``hub.load("vit_digits.sklearn")`` imports the vision domain only, and listing reads the index and
+the cards without importing any domain.
 """
 from __future__ import annotations
 
@@ -12,10 +16,11 @@ import fnmatch
 import importlib
 import importlib.util
 import inspect
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from hub.errors import RegistryError, UnknownModelError
 
@@ -24,6 +29,68 @@ DOMAINS = ("vision", "graph", "audio", "tabular", "medical", "timeseries")
 CORE_MODULES = ("hub.attention.set_tasks",)
 _FAMILY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+TIMM_PREFIX = "timm/"
+HF_HUB_PREFIX = "hf-hub:"
+
+T = TypeVar("T")
+
+
+def _origin(obj: Any) -> str:
+    """Where a registered object was defined, for error messages: ``module.qualname``."""
+    obj = getattr(obj, "builder", obj)
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+
+
+def closest_names(name: str, candidates: list[str]) -> str:
+    """Up to five of ``candidates`` that look like ``name``, for 'unknown name' errors."""
+    close = difflib.get_close_matches(name, candidates, n=5, cutoff=0.5)
+    if not close:
+        close = [c for c in candidates if c.split(".")[0].startswith(name.split(".")[0][:3])][:5]
+    return ", ".join(close) if close else "none"
+
+
+class Registry(Generic[T]):
+    """Named entries of one kind (model families, datasets, tasks, user-data adapters, ...).
+
+    A name registered twice raises naming both definitions; an unknown name raises listing the close ones.
+
+    >>> tasks = Registry("task")
+    >>> @tasks.decorator("double")
+    ... def double(x): return 2 * x
+    >>> tasks.get("double")(3), tasks.names()
+    (6, ['double'])
+    """
+
+    def __init__(self, what: str):
+        self.what = what
+        self._entries: dict[str, T] = {}
+
+    def register(self, name: str, entry: T) -> T:
+        if name in self._entries:
+            raise RegistryError(f"{self.what} {name!r} is registered twice: by {_origin(self._entries[name])} "
+                                f"and by {_origin(entry)}")
+        self._entries[name] = entry
+        return entry
+
+    def decorator(self, name: str) -> Callable[[T], T]:
+        """``@registry.decorator(name)`` registers the decorated function or class under ``name``."""
+        return lambda entry: self.register(name, entry)
+
+    def get(self, name: str) -> T:
+        if name not in self._entries:
+            raise UnknownModelError(f"unknown {self.what} {name!r}; closest: {closest_names(name, self.names())}"
+                                    f" (all: {', '.join(self.names()) or 'none registered'})")
+        return self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._entries))
+
+    def names(self, pattern: str | None = None) -> list[str]:
+        """The registered names, sorted; with ``pattern``, those matching the glob (``"vit_*"``)."""
+        return sorted(n for n in self._entries if pattern is None or fnmatch.fnmatch(n, pattern))
 
 
 @dataclass(frozen=True)
@@ -55,19 +122,26 @@ class DatasetEntry:
         return list(inspect.signature(self.builder).parameters)
 
 
-@dataclass
-class _Registry:
-    models: dict[str, ModelEntry] = field(default_factory=dict)
-    datasets: dict[str, DatasetEntry] = field(default_factory=dict)
-    pretrained: dict[str, Any] = field(default_factory=dict)  # "family.tag" -> PretrainedCfg
-    discovered: bool = False
-
-
-_REGISTRY = _Registry()
+MODELS: Registry[ModelEntry] = Registry("model")
+DATASETS: Registry[DatasetEntry] = Registry("dataset")
+PRETRAINED: Registry[Any] = Registry("pretrained tag")  # "family.tag" -> hub.cards.PretrainedCfg
+_imported: set[str] = set()  # packages imported for their registrations
+_cards_read: set[str] = set()  # domains whose shipped cards are in PRETRAINED
 
 
 def _domain_of(fn: Callable) -> str:
     return fn.__module__.split(".")[0]
+
+
+def _check_index(section: str, name: str, fn: Callable) -> None:
+    """A name the index gives to another package is taken, even while that package is not imported."""
+    from hub.index import package_of, read_index
+
+    indexed = read_index()[section].get(name)
+    if indexed is not None and indexed["package"] != package_of(fn.__module__):
+        what = {"families": "model", "datasets": "dataset"}[section]
+        raise RegistryError(f"{what} {name!r} is registered twice: by the {indexed['package']} package "
+                            f"(hub/index.json) and by {_origin(fn)}")
 
 
 def register_model(task: str, classifier: str | None = "head", domain: str | None = None):
@@ -81,19 +155,12 @@ def register_model(task: str, classifier: str | None = "head", domain: str | Non
     """
 
     def decorator(fn: Callable) -> Callable:
-        name = fn.__name__
-        if not _FAMILY_RE.match(name):
-            raise RegistryError(f"model family name {name!r} must match {_FAMILY_RE.pattern}")
-        if name in _REGISTRY.models:
-            other = _REGISTRY.models[name].builder
-            raise RegistryError(
-                f"model {name!r} is registered twice: by {other.__module__}.{other.__qualname__} "
-                f"and by {fn.__module__}.{fn.__qualname__}"
-            )
-        _REGISTRY.models[name] = ModelEntry(
-            name=name, builder=fn, domain=domain or _domain_of(fn), task=task, classifier=classifier,
-            description=(inspect.getdoc(fn) or "").split("\n")[0],
-        )
+        if not _FAMILY_RE.match(fn.__name__):
+            raise RegistryError(f"model family name {fn.__name__!r} must match {_FAMILY_RE.pattern}")
+        _check_index("families", fn.__name__, fn)
+        MODELS.register(fn.__name__, ModelEntry(
+            name=fn.__name__, builder=fn, domain=domain or _domain_of(fn), task=task, classifier=classifier,
+            description=(inspect.getdoc(fn) or "").split("\n")[0]))
         return fn
 
     return decorator
@@ -103,81 +170,148 @@ def register_dataset(task: str, domain: str | None = None):
     """Decorator registering a dataset builder (returns a ``HubDataModule``) under its name."""
 
     def decorator(fn: Callable) -> Callable:
-        name = fn.__name__
-        if name in _REGISTRY.datasets:
-            raise RegistryError(f"dataset {name!r} is registered twice")
-        _REGISTRY.datasets[name] = DatasetEntry(
-            name=name, builder=fn, domain=domain or _domain_of(fn), task=task,
-            description=(inspect.getdoc(fn) or "").split("\n")[0],
-        )
+        _check_index("datasets", fn.__name__, fn)
+        DATASETS.register(fn.__name__, DatasetEntry(
+            name=fn.__name__, builder=fn, domain=domain or _domain_of(fn), task=task,
+            description=(inspect.getdoc(fn) or "").split("\n")[0]))
         return fn
 
     return decorator
 
 
-def _discover() -> None:
-    """Import the domain packages (which register their models) and read their shipped cards."""
-    if _REGISTRY.discovered:
-        return
-    _REGISTRY.discovered = True
-    from hub.cards import read_card
+def domain_dir(domain: str) -> Path:
+    """The folder of a domain package, found without importing it."""
+    spec = importlib.util.find_spec(domain)
+    if spec is None or not spec.submodule_search_locations:
+        raise RegistryError(f"domain package {domain!r} is not installed")
+    return Path(next(iter(spec.submodule_search_locations)))
 
-    for name in CORE_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            importlib.import_module(name)
-    for domain in DOMAINS:
-        module = importlib.import_module(domain)
-        pretrained_dir = Path(module.__file__).parent / "pretrained"
-        for card_path in sorted(pretrained_dir.glob("*.json")):
-            card = read_card(card_path)
-            family = card.name.split(".")[0]
-            if family not in _REGISTRY.models:
-                raise RegistryError(f"card {card_path} names family {family!r}, which is not registered")
-            if card.name in _REGISTRY.pretrained:
-                raise RegistryError(f"pretrained tag {card.name!r} is shipped twice")
-            _REGISTRY.pretrained[card.name] = card
+
+def _read_cards(domain: str) -> None:
+    """Put the cards shipped in ``<domain>/pretrained/`` into :data:`PRETRAINED` (reads JSON only)."""
+    if domain in _cards_read:
+        return
+    _cards_read.add(domain)
+    from hub.cards import read_card
+    from hub.index import read_index
+
+    for card_path in sorted((domain_dir(domain) / "pretrained").glob("*.json")):
+        card = read_card(card_path)
+        if card.family not in read_index()["families"] and card.family not in MODELS:
+            raise RegistryError(f"card {card_path.name} of {domain} names family {card.family!r}, which is not "
+                                "registered")
+        PRETRAINED.register(card.name, card)
+
+
+def _import_package(package: str) -> None:
+    """Import a domain package (or a core module) so that its entries register, then read its cards."""
+    if package in _imported:
+        return
+    _imported.add(package)
+    importlib.import_module(package)
+    if package in DOMAINS:
+        _read_cards(package)
+
+
+def _discover() -> None:
+    """Import every domain package and core module (for listing what the index does not know)."""
+    for package in (*CORE_MODULES, *DOMAINS):
+        if package in CORE_MODULES and importlib.util.find_spec(package) is None:
+            continue
+        _import_package(package)
+
+
+def _import_family(family: str) -> None:
+    """Make ``family`` registered: import the package the index names for it, else every package."""
+    if family in MODELS:
+        return
+    from hub.index import read_index
+
+    package = read_index()["families"].get(family, {}).get("package")
+    if package is not None:
+        _import_package(package)
+    if family not in MODELS:
+        _discover()
+
+
+def is_run_path(name: str) -> bool:
+    """Whether ``name`` names a run folder: by its form alone, never by looking at the disk, so a folder in the
+    working directory cannot shadow a family. A path has a ``/`` (``runs/x``, ``./x``, ``/abs/x``; but
+    ``timm/<arch>`` and ``hf-hub:`` names are not paths) or starts with ``.`` or ``~``."""
+    if name.startswith((TIMM_PREFIX, HF_HUB_PREFIX)):
+        return False
+    return "/" in name or os.sep in name or name.startswith((".", "~"))
 
 
 def split_name(name: str) -> tuple[str, str | None]:
     """``"gat.cora"`` -> ``("gat", "cora")``; ``"gat"`` -> ``("gat", None)``."""
     family, _, tag = name.partition(".")
     if not _FAMILY_RE.match(family) or (tag and not _TAG_RE.match(tag)):
-        raise RegistryError(f"malformed model name {name!r}: expected 'family' or 'family.tag' "
-                            "in lower case letters, digits and underscores")
+        raise RegistryError(f"malformed model name {name!r}: expected 'family' or 'family.tag' in lower case "
+                            "letters, digits and underscores, 'timm/<arch>', or a run folder's path ('./NAME', "
+                            "'runs/...', an absolute path)")
     return family, tag or None
 
 
-def _closest(name: str, candidates: list[str]) -> str:
-    close = difflib.get_close_matches(name, candidates, n=5, cutoff=0.5)
-    if not close:
-        close = [c for c in candidates if c.split(".")[0].startswith(name.split(".")[0][:3])][:5]
-    return ", ".join(close) if close else "none; see `attnhub list`"
+def _all_names() -> list[str]:
+    from hub.index import read_index
+
+    for domain in DOMAINS:
+        _read_cards(domain)
+    return sorted({*read_index()["families"], *MODELS.names(), *PRETRAINED.names()})
 
 
 def get_model_entry(name: str) -> ModelEntry:
-    _discover()
     family, _ = split_name(name)
-    if family not in _REGISTRY.models:
-        raise UnknownModelError(f"unknown model {name!r}; closest names: "
-                                f"{_closest(name, sorted(_REGISTRY.models) + sorted(_REGISTRY.pretrained))}")
-    return _REGISTRY.models[family]
+    _import_family(family)
+    if family not in MODELS:
+        raise UnknownModelError(f"unknown model {name!r}; closest names: {closest_names(name, _all_names())}; "
+                                "see `attnhub list`")
+    return MODELS.get(family)
 
 
 def get_pretrained_cfg(name: str):
+    """The card of a shipped tag; for an indexed family it reads only JSON (no domain is imported)."""
+    from hub.index import read_index
+
+    family, _ = split_name(name)
+    domain = read_index()["families"].get(family, {}).get("domain")
+    if domain in DOMAINS:
+        _read_cards(domain)
+    if name in PRETRAINED:
+        return PRETRAINED.get(name)
     entry = get_model_entry(name)
-    if name not in _REGISTRY.pretrained:
-        tags = sorted(t for t in _REGISTRY.pretrained if t.split(".")[0] == entry.name)
+    if entry.domain in DOMAINS:
+        _read_cards(entry.domain)
+    if name not in PRETRAINED:
+        tags = pretrained_tags(entry.name)
         raise UnknownModelError(f"unknown pretrained tag {name!r}; {entry.name!r} has tags: "
                                 f"{', '.join(tags) if tags else 'none (build it untrained with the family name)'}")
-    return _REGISTRY.pretrained[name]
+    return PRETRAINED.get(name)
 
 
 def get_dataset_entry(name: str) -> DatasetEntry:
-    _discover()
-    if name not in _REGISTRY.datasets:
-        raise UnknownModelError(f"unknown dataset {name!r}; "
-                                f"closest names: {_closest(name, sorted(_REGISTRY.datasets))}")
-    return _REGISTRY.datasets[name]
+    if name not in DATASETS:
+        from hub.index import read_index
+
+        package = read_index()["datasets"].get(name, {}).get("package")
+        if package is not None:
+            _import_package(package)
+        if name not in DATASETS:
+            _discover()
+    if name not in DATASETS:
+        raise UnknownModelError(f"unknown dataset {name!r}; closest names: "
+                                f"{closest_names(name, DATASETS.names())}")
+    return DATASETS.get(name)
+
+
+def family_info(family: str) -> dict[str, Any]:
+    """What the index (or, for a family it does not know, the registry) says of a family: ``domain``,
+    ``task``, ``description``, ``arguments``, ``params``, without importing its domain when indexed."""
+    from hub.index import family_record, read_index
+
+    info = read_index()["families"].get(family)
+    return dict(info) if info is not None else family_record(get_model_entry(family))
 
 
 def list_models(pattern: str | None = None, domain: str | None = None, task: str | None = None,
@@ -185,29 +319,32 @@ def list_models(pattern: str | None = None, domain: str | None = None, task: str
     """Registered names matching a glob ``pattern`` (``"vit_*"``), a domain and a task.
 
     With ``pretrained=True`` the ``family.tag`` names of shipped weights are listed instead of families.
+    Reads the index and the cards; imports no domain package.
     """
-    _discover()
+    from hub.index import read_index
+
     if domain is not None and domain not in DOMAINS + ("core",):
         raise UnknownModelError(f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS + ('core',))}")
-    names = sorted(_REGISTRY.pretrained) if pretrained else sorted(_REGISTRY.models)
-    out = []
-    for name in names:
-        entry = _REGISTRY.models[name.split(".")[0]]
-        if pattern and not fnmatch.fnmatch(name, pattern):
-            continue
-        if domain and entry.domain != domain:
-            continue
-        if task and entry.task != task:
-            continue
-        out.append(name)
-    return out
+    families = {**read_index()["families"], **{n: {"domain": MODELS.get(n).domain, "task": MODELS.get(n).task}
+                                                for n in MODELS.names()}}
+    if pretrained:
+        for d in DOMAINS:
+            _read_cards(d)
+    names = PRETRAINED.names() if pretrained else sorted(families)
+    return [name for name in names
+            if (not pattern or fnmatch.fnmatch(name, pattern))
+            and (not domain or families.get(name.split(".")[0], {}).get("domain") == domain)
+            and (not task or families.get(name.split(".")[0], {}).get("task") == task)]
 
 
 def list_datasets(domain: str | None = None) -> list[str]:
-    _discover()
-    return sorted(n for n, e in _REGISTRY.datasets.items() if domain is None or e.domain == domain)
+    from hub.index import read_index
+
+    datasets = {**read_index()["datasets"], **{n: {"domain": DATASETS.get(n).domain} for n in DATASETS.names()}}
+    return sorted(n for n, e in datasets.items() if domain is None or e["domain"] == domain)
 
 
 def pretrained_tags(family: str) -> list[str]:
-    _discover()
-    return sorted(n for n in _REGISTRY.pretrained if n.split(".")[0] == family)
+    for domain in DOMAINS:
+        _read_cards(domain)
+    return sorted(n for n in PRETRAINED.names() if n.split(".")[0] == family)

@@ -10,25 +10,17 @@ import torch
 import torch.nn.functional as F
 import torchmetrics
 
-from hub.errors import RegistryError
+from hub.registry import Registry
 
-_TASKS: dict[str, Callable[..., "Task"]] = {}
+TASKS: Registry[Callable[..., "Task"]] = Registry("task")
 
 
 def register_task(name: str):
-    def decorator(cls):
-        if name in _TASKS:
-            raise RegistryError(f"task {name!r} is registered twice")
-        _TASKS[name] = cls
-        return cls
-
-    return decorator
+    return TASKS.decorator(name)
 
 
 def create_task(name: str, **kwargs) -> "Task":
-    if name not in _TASKS:
-        raise RegistryError(f"unknown task {name!r}; known tasks: {sorted(_TASKS)}")
-    return _TASKS[name](**kwargs)
+    return TASKS.get(name)(**kwargs)
 
 
 def call_model(model: torch.nn.Module, x) -> torch.Tensor:

@@ -6,7 +6,8 @@ import torch
 
 import hub
 from hub.errors import RegistryError, UnknownModelError
-from hub.registry import register_model, split_name
+from hub.index import build_index, read_index
+from hub.registry import Registry, is_run_path, register_model, split_name
 
 
 def test_import_hub_is_light():
@@ -32,13 +33,59 @@ def test_malformed_names_and_import_paths_refused(bad):
         hub.load(bad)
 
 
-def test_register_twice_raises():
-    hub.list_models()  # discover first, so the clash is with the real entry
-
-    with pytest.raises(RegistryError, match="registered twice"):
+def test_register_twice_raises_even_before_the_domain_is_imported():
+    with pytest.raises(RegistryError, match="registered twice: by the vision package"):
         @register_model(task="image-classification", domain="vision")
         def vit_digits():  # noqa: F811
             return torch.nn.Linear(1, 1)
+
+
+def test_registry_type_names_duplicates_and_close_names():
+    tasks = Registry("task")
+    tasks.register("classification", int)
+    with pytest.raises(RegistryError, match="task 'classification' is registered twice: by builtins.int and by "
+                                            "builtins.float"):
+        tasks.register("classification", float)
+    with pytest.raises(UnknownModelError, match="unknown task 'clasification'; closest: classification"):
+        tasks.get("clasification")
+    tasks.decorator("regression")(float)
+    assert tasks.names() == ["classification", "regression"] and tasks.names("reg*") == ["regression"]
+    assert "regression" in tasks and list(tasks) == tasks.names()
+
+
+def test_index_is_current():
+    """hub/index.json is what the registry holds after importing every domain; regenerate it with
+    `python -m hub.index` after adding or changing a family or dataset."""
+    assert build_index() == read_index(), "hub/index.json is out of date: run `python -m hub.index`"
+
+
+def _modules_after(code: str) -> list[str]:
+    probe = ("import sys; print(sorted(m for m in ('torch', 'vision', 'graph', 'audio', 'tabular', 'medical', "
+             "'timeseries', 'torch_geometric', 'torchaudio', 'sklearn', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", f"{code}\n{probe}"], capture_output=True, text=True, check=True)
+    return eval(out.stdout.strip().splitlines()[-1])  # a list of names printed by the probe above
+
+
+def test_listing_and_info_import_no_domain_nor_torch():
+    code = "from hub.cli import main; main(['list']); main(['info', 'gat']); main(['info', 'gat.cora'])"
+    assert _modules_after(code) == []
+
+
+def test_loading_a_vit_imports_only_the_vision_domain():
+    assert _modules_after("import hub; hub.load('vit_digits.sklearn')") == ["torch", "vision"]
+
+
+def test_a_folder_named_like_a_family_does_not_shadow_it(tmp_path, monkeypatch):
+    (tmp_path / "vit_digits").mkdir()
+    (tmp_path / "vit_digits" / "card.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    model = hub.load("vit_digits")  # the family, untrained: names are never looked up on the disk
+    assert getattr(model, "pretrained_cfg", None) is None
+    with pytest.raises(UnknownModelError, match="vit_digits/missing is not a finished run folder"):
+        hub.load_run("vit_digits/missing")
+    assert is_run_path("./vit_digits") and is_run_path("runs/x") and not is_run_path("timm/vit_tiny_patch16_224")
+    with pytest.raises(UnknownModelError, match="not available yet"):
+        hub.load("hf-hub:owner/repo")
 
 
 def test_list_models_filters():
