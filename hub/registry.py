@@ -21,7 +21,7 @@ from hub.errors import RegistryError, UnknownModelError
 
 DOMAINS = ("vision", "graph", "audio", "tabular", "medical", "timeseries")
 # Core modules that register demonstration models and datasets of their own (domain "core").
-CORE_MODULES = ("hub.attention.set_tasks",)
+CORE_MODULES = ("hub.demos.set_tasks",)
 _FAMILY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 

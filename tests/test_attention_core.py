@@ -10,7 +10,7 @@ from torch import nn
 
 from hub.attention import (CBAM, ISAB, PMA, SAB, CrossAttention, DualCrossAttention, MultiHeadAttention,
                            SetTransformer, SlotAttention, attention, insert_cbam)
-from hub.attention.set_tasks import DeepSets
+from hub.demos.set_tasks import DeepSets
 from hub.testing import assert_overfits, params_without_grad
 from hub.training import train
 
