@@ -241,7 +241,7 @@ def test_tab_transformer_replaced_token_detection_pretraining_learns():
 
 
 def test_periodic_embeddings_match_a_per_feature_loop():
-    from tabular.layers import PeriodicEmbeddings
+    from hub.layers import PeriodicEmbeddings
 
     torch.manual_seed(0)
     x = torch.randn(5, 3)

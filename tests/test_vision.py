@@ -69,7 +69,7 @@ def test_vit_rollout_and_explain_cli(tmp_path, capsys):
     from sklearn.datasets import load_digits
 
     from hub.cli import main
-    from vision.explain import attention_rollout, vit_attention
+    from hub.explain import attention_rollout, vit_attention
 
     model = hub.load("vit_digits.sklearn")
     attentions = vit_attention(model, torch.randn(2, 1, 8, 8))
