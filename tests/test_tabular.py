@@ -254,6 +254,8 @@ def test_periodic_embeddings_match_a_per_feature_loop():
             periodic = torch.cat([angles.cos(), angles.sin()], -1)  # (5, 4)
             linear = (lambda p: embed.linear(p)) if lite else (lambda p: p @ embed.weight[f] + embed.bias[f])
             assert torch.allclose(out[:, f], torch.relu(linear(periodic)), atol=1e-5)
+    with pytest.raises(HubError, match=r"expected numerics of shape \(batch, 3\), got \(5, 4\)"):
+        PeriodicEmbeddings(3, 4)(torch.randn(5, 4))
     with pytest.raises(HubError, match="model 'tab_transformer': numeric_embedding must be"):
         hub.create_model("tab_transformer", numeric_embedding="bins", **DIMS)
 
