@@ -25,6 +25,7 @@ from timm.models.vision_transformer import Block
 from torch import nn
 
 from hub.errors import DataError, HubError
+from hub.explain import vit_attention  # hooks on timm's attention, shared with the ViTs
 from hub.registry import register_model
 
 
@@ -81,8 +82,6 @@ class AudioSpectrogramTransformer(nn.Module):
 
     def forward(self, x: torch.Tensor, return_attention: bool = False):
         if return_attention:
-            from vision.explain import vit_attention  # hooks on timm's attention, shared with the ViTs
-
             attentions = vit_attention(self, x)
             with torch.no_grad():
                 return self.forward_head(self.forward_features(x)), attentions

@@ -19,8 +19,8 @@ from audio.ast import AudioSpectrogramTransformer
 from audio.timbre import TimbreAttention
 from hub.adapters import register_explain_adapter
 from hub.errors import DataError, HubError
+from hub.explain import attention_rollout, vit_attention
 from hub.plotting import save_figure
-from vision.explain import attention_rollout, vit_attention
 
 
 def _patches_to_plane(maps: torch.Tensor, model: AudioSpectrogramTransformer) -> torch.Tensor:

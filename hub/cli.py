@@ -27,7 +27,8 @@ def _format_params(count: int | None) -> str:
 
 
 def cmd_list(args) -> int:
-    from hub.registry import family_info, list_models, pretrained_tags
+    from hub.index import family_info
+    from hub.registry import list_models, pretrained_tags
 
     rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]
     for name in list_models(args.pattern, domain=args.domain, task=args.task):
@@ -52,7 +53,8 @@ def _card(name: str):
 
 
 def cmd_info(args) -> int:
-    from hub.registry import family_info, is_run_path, pretrained_tags, split_name
+    from hub.index import family_info
+    from hub.registry import is_run_path, pretrained_tags, split_name
 
     if not is_run_path(args.name) and split_name(args.name)[1] is None:
         info = family_info(args.name)

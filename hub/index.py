@@ -8,26 +8,8 @@ the registry itself; ``tests/test_registry.py`` fails when it is out of date. Re
 """
 from __future__ import annotations
 
-import functools
 import json
-from pathlib import Path
 from typing import Any
-
-INDEX_PATH = Path(__file__).with_name("index.json")
-
-
-@functools.cache
-def read_index() -> dict[str, dict[str, dict[str, Any]]]:
-    """``{"families": {name: record}, "datasets": {name: record}}``; empty when no index file exists."""
-    if not INDEX_PATH.is_file():
-        return {"families": {}, "datasets": {}}
-    return json.loads(INDEX_PATH.read_text())
-
-
-def package_of(module: str) -> str:
-    """The package whose import registers an entry defined in ``module``: its domain, or the core module."""
-    top = module.split(".")[0]
-    return module if top == "hub" else top
 
 
 def _count_params(builder) -> int | None:
@@ -61,20 +43,36 @@ def _count_params(builder) -> int | None:
 
 def family_record(entry) -> dict[str, Any]:
     """The index record of a :class:`hub.registry.ModelEntry` (builds the model on the meta device)."""
+    from hub.registry import package_of
+
     return {"package": package_of(entry.builder.__module__), "domain": entry.domain, "task": entry.task,
             "description": entry.description, "arguments": entry.arg_names(),
             "params": _count_params(entry.builder)}
 
 
+def family_info(family: str) -> dict[str, Any]:
+    """What the index (or, for a family it does not know, the registry) says of a family: ``domain``,
+    ``task``, ``description``, ``arguments``, ``params``, without importing its domain when indexed."""
+    from hub.registry import get_model_entry, read_index
+
+    info = read_index()["families"].get(family)
+    return dict(info) if info is not None else family_record(get_model_entry(family))
+
+
 def build_index() -> dict[str, dict[str, dict[str, Any]]]:
     """The index of everything registered, after importing every domain package."""
-    from hub.registry import DATASETS, MODELS, _discover
+    from hub import registry
 
-    _discover()
-    return {"families": {name: family_record(MODELS.get(name)) for name in MODELS.names()},
-            "datasets": {name: {"package": package_of(e.builder.__module__), "domain": e.domain, "task": e.task,
-                                "description": e.description}
-                         for name, e in ((n, DATASETS.get(n)) for n in DATASETS.names())}}
+    registry._index_disabled = True  # the file being replaced says nothing of what registers
+    try:
+        registry._discover()
+    finally:
+        registry._index_disabled = False
+    models, datasets = registry.MODELS, registry.DATASETS
+    return {"families": {name: family_record(models.get(name)) for name in models.names()},
+            "datasets": {name: {"package": registry.package_of(e.builder.__module__), "domain": e.domain,
+                                "task": e.task, "description": e.description}
+                         for name, e in ((n, datasets.get(n)) for n in datasets.names())}}
 
 
 def index_text(index: dict) -> str:
@@ -83,9 +81,10 @@ def index_text(index: dict) -> str:
 
 def main() -> None:
     from hub.cards import atomic_write_bytes
+    from hub.registry import INDEX_PATH, _read_index_file
 
     atomic_write_bytes(INDEX_PATH, index_text(build_index()).encode())
-    read_index.cache_clear()
+    _read_index_file.cache_clear()
     print(f"wrote {INDEX_PATH.name}")
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 import importlib
 import importlib.util
 import inspect
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -26,11 +28,34 @@ from hub.errors import RegistryError, UnknownModelError
 
 DOMAINS = ("vision", "graph", "audio", "tabular", "medical", "timeseries")
 # Core modules that register demonstration models and datasets of their own (domain "core").
-CORE_MODULES = ("hub.attention.set_tasks",)
+CORE_MODULES = ("hub.demos.set_tasks",)
 _FAMILY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 TIMM_PREFIX = "timm/"
 HF_HUB_PREFIX = "hf-hub:"
+
+INDEX_PATH = Path(__file__).with_name("index.json")
+_index_disabled = False  # True while hub.index.build_index() rebuilds the file
+
+
+@functools.cache
+def _read_index_file() -> dict[str, dict[str, dict[str, Any]]]:
+    return json.loads(INDEX_PATH.read_text())
+
+
+def read_index() -> dict[str, dict[str, dict[str, Any]]]:
+    """``hub/index.json`` (see :mod:`hub.index`): ``{"families": {name: record}, "datasets": {name: record}}``;
+    empty when there is no index file."""
+    if _index_disabled or not INDEX_PATH.is_file():
+        return {"families": {}, "datasets": {}}
+    return _read_index_file()
+
+
+def package_of(module: str) -> str:
+    """The package whose import registers an entry defined in ``module``: its domain, or the core module."""
+    top = module.split(".")[0]
+    return module if top == "hub" else top
+
 
 T = TypeVar("T")
 
@@ -135,8 +160,6 @@ def _domain_of(fn: Callable) -> str:
 
 def _check_index(section: str, name: str, fn: Callable) -> None:
     """A name the index gives to another package is taken, even while that package is not imported."""
-    from hub.index import package_of, read_index
-
     indexed = read_index()[section].get(name)
     if indexed is not None and indexed["package"] != package_of(fn.__module__):
         what = {"families": "model", "datasets": "dataset"}[section]
@@ -193,8 +216,6 @@ def _read_cards(domain: str) -> None:
         return
     _cards_read.add(domain)
     from hub.cards import read_card
-    from hub.index import read_index
-
     for card_path in sorted((domain_dir(domain) / "pretrained").glob("*.json")):
         card = read_card(card_path)
         if card.family not in read_index()["families"] and card.family not in MODELS:
@@ -225,8 +246,6 @@ def _import_family(family: str) -> None:
     """Make ``family`` registered: import the package the index names for it, else every package."""
     if family in MODELS:
         return
-    from hub.index import read_index
-
     package = read_index()["families"].get(family, {}).get("package")
     if package is not None:
         _import_package(package)
@@ -254,8 +273,6 @@ def split_name(name: str) -> tuple[str, str | None]:
 
 
 def _all_names() -> list[str]:
-    from hub.index import read_index
-
     for domain in DOMAINS:
         _read_cards(domain)
     return sorted({*read_index()["families"], *MODELS.names(), *PRETRAINED.names()})
@@ -272,8 +289,6 @@ def get_model_entry(name: str) -> ModelEntry:
 
 def get_pretrained_cfg(name: str):
     """The card of a shipped tag; for an indexed family it reads only JSON (no domain is imported)."""
-    from hub.index import read_index
-
     family, _ = split_name(name)
     domain = read_index()["families"].get(family, {}).get("domain")
     if domain in DOMAINS:
@@ -292,8 +307,6 @@ def get_pretrained_cfg(name: str):
 
 def get_dataset_entry(name: str) -> DatasetEntry:
     if name not in DATASETS:
-        from hub.index import read_index
-
         package = read_index()["datasets"].get(name, {}).get("package")
         if package is not None:
             _import_package(package)
@@ -305,15 +318,6 @@ def get_dataset_entry(name: str) -> DatasetEntry:
     return DATASETS.get(name)
 
 
-def family_info(family: str) -> dict[str, Any]:
-    """What the index (or, for a family it does not know, the registry) says of a family: ``domain``,
-    ``task``, ``description``, ``arguments``, ``params``, without importing its domain when indexed."""
-    from hub.index import family_record, read_index
-
-    info = read_index()["families"].get(family)
-    return dict(info) if info is not None else family_record(get_model_entry(family))
-
-
 def list_models(pattern: str | None = None, domain: str | None = None, task: str | None = None,
                 pretrained: bool = False) -> list[str]:
     """Registered names matching a glob ``pattern`` (``"vit_*"``), a domain and a task.
@@ -321,8 +325,6 @@ def list_models(pattern: str | None = None, domain: str | None = None, task: str
     With ``pretrained=True`` the ``family.tag`` names of shipped weights are listed instead of families.
     Reads the index and the cards; imports no domain package.
     """
-    from hub.index import read_index
-
     if domain is not None and domain not in DOMAINS + ("core",):
         raise UnknownModelError(f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS + ('core',))}")
     families = {**read_index()["families"], **{n: {"domain": MODELS.get(n).domain, "task": MODELS.get(n).task}
@@ -338,8 +340,6 @@ def list_models(pattern: str | None = None, domain: str | None = None, task: str
 
 
 def list_datasets(domain: str | None = None) -> list[str]:
-    from hub.index import read_index
-
     datasets = {**read_index()["datasets"], **{n: {"domain": DATASETS.get(n).domain} for n in DATASETS.names()}}
     return sorted(n for n, e in datasets.items() if domain is None or e["domain"] == domain)
 

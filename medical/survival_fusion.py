@@ -15,7 +15,7 @@ image and gene tokens; a clinical FFN embedding is concatenated at the final lay
 The image branch is optional (``image_backbone=None``), as is the genetic one (``num_genes=0``).
 
 Our option, off by default (``clinical_embedding="periodic"``): each clinical feature enters the FFN through the
-periodic "PLR (lite)" embedding of Gorishniy et al. (NeurIPS 2022, :class:`~tabular.layers.PeriodicEmbeddings`)
+periodic "PLR (lite)" embedding of Gorishniy et al. (NeurIPS 2022, :class:`~hub.layers.PeriodicEmbeddings`)
 instead of as a raw value, which lets the FFN fit effects that are not monotone in a feature (on WHAS it lifted
 validation Harrell's C from 0.860 to 0.911; see ``recipes/medical/survival_fusion_whas.yaml``).
 
@@ -38,8 +38,8 @@ from torch import nn
 
 from hub.attention import PMA, SAB, CrossAttention, DualCrossAttention, masked_mean
 from hub.errors import DataError
+from hub.layers.periodic_embeddings import PeriodicEmbeddings
 from hub.registry import register_model
-from tabular.layers import PeriodicEmbeddings
 
 
 class GeneTokenizer(nn.Module):

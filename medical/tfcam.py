@@ -43,8 +43,8 @@ from torch import nn
 from hub.attention.cross_attention import DualCrossAttention
 from hub.attention.functional import MultiHeadAttention
 from hub.errors import DataError
+from hub.layers.batch_ensemble import LinearBatchEnsemble, MemberHeads
 from hub.registry import register_model
-from tabular.tabm import LinearBatchEnsemble, MemberHeads
 
 
 def check_stays(values: torch.Tensor, mask: torch.Tensor, static: torch.Tensor, num_variables: int,

@@ -1,15 +1,11 @@
-"""Feature embeddings shared by the tabular models (no attention here: that lives in ``hub.attention``).
+"""Feature embeddings shared by the tabular models (no attention here: that lives in ``hub.attention``; the
+periodic numerical embedding, shared with medical, is :class:`hub.layers.PeriodicEmbeddings`).
 
 - :class:`CategoricalEmbeddings`: one learned vector per (column, category code), one table with offsets.
-- :class:`PeriodicEmbeddings`: the "PLR (lite)" numerical embedding of Gorishniy et al., *On Embeddings for
-  Numerical Features in Tabular Deep Learning* (NeurIPS 2022), used by TabR: per feature ``[sin(2 pi c x),
-  cos(2 pi c x)]`` with learned frequencies ``c``, then one linear layer shared by the features and a ReLU;
-  ``lite=False`` gives each feature its own linear layer (the paper's full PLR).
 - :func:`flat_inputs`: numerics and flattened categorical embeddings side by side (the MLP-style input).
 
 Shapes:
     CategoricalEmbeddings: x_cat (B, C) int64 -> (B, C, dim)
-    PeriodicEmbeddings: x_num (B, F) -> (B, F, dim)
 
 >>> CategoricalEmbeddings([4, 3], 8)(torch.tensor([[0, 2], [3, 1]])).shape
 torch.Size([2, 2, 8])
@@ -67,39 +63,6 @@ class CategoricalEmbeddings(nn.Module):
 
     def extra_repr(self) -> str:
         return f"cardinalities={self.cardinalities}, dim={self.dim}"
-
-
-class PeriodicEmbeddings(nn.Module):
-    def __init__(self, num_features: int, dim: int, num_frequencies: int = 16, sigma: float = 0.1,
-                 lite: bool = True):
-        super().__init__()
-        self.num_features, self.dim, self.sigma, self.lite = num_features, dim, sigma, lite
-        self.frequencies = nn.Parameter(torch.empty(num_features, num_frequencies))
-        if lite:  # one linear layer shared by the features
-            self.linear = nn.Linear(2 * num_frequencies, dim)
-        else:  # one linear layer per feature (the paper's full PLR)
-            self.weight = nn.Parameter(torch.empty(num_features, 2 * num_frequencies, dim))
-            self.bias = nn.Parameter(torch.empty(num_features, dim))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        nn.init.trunc_normal_(self.frequencies, 0.0, self.sigma, -3 * self.sigma, 3 * self.sigma)
-        if self.lite:
-            self.linear.reset_parameters()
-        else:  # nn.Linear's default initialisation, per feature
-            bound = 1 / math.sqrt(self.weight.shape[1])
-            nn.init.uniform_(self.weight, -bound, bound)
-            nn.init.uniform_(self.bias, -bound, bound)
-
-    def forward(self, x_num: torch.Tensor) -> torch.Tensor:
-        angles = 2 * math.pi * self.frequencies * x_num[..., None]  # (B, F, K)
-        periodic = torch.cat([angles.cos(), angles.sin()], -1)  # (B, F, 2K)
-        if self.lite:
-            return torch.relu(self.linear(periodic))  # (B, F, dim)
-        return torch.relu(torch.einsum("bfk,fkd->bfd", periodic, self.weight) + self.bias)  # (B, F, dim)
-
-    def extra_repr(self) -> str:
-        return f"num_features={self.num_features}, dim={self.dim}, sigma={self.sigma}, lite={self.lite}"
 
 
 def check_numeric(x_num: torch.Tensor, expected: int) -> None:

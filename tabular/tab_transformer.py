@@ -11,7 +11,7 @@ recipe runs it with ``data.args.pretrain_epochs`` (and keeps only ``label_fracti
 semi-supervised setting: ``recipes/tabular/tab_transformer_adult_semi.yaml``).
 
 ``numeric_embedding`` departs from the paper on one point when it is not ``"layernorm"``: each numeric feature
-goes through the periodic embedding of Gorishniy et al. (NeurIPS 2022, :class:`~tabular.layers.PeriodicEmbeddings`)
+goes through the periodic embedding of Gorishniy et al. (NeurIPS 2022, :class:`~hub.layers.PeriodicEmbeddings`)
 instead of the row-wise LayerNorm, which removes each row's mean and spread over its numeric features:
 ``"periodic"`` is PLR-lite (one linear layer shared by the features, as TabR uses), ``"periodic_full"`` the full
 PLR (one linear layer per feature). The categorical path, the Transformer and the MLP are the paper's. On Adult,
@@ -34,8 +34,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from hub.attention import MultiHeadAttention
+from hub.layers.periodic_embeddings import PeriodicEmbeddings
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, LinearHeadModel, PeriodicEmbeddings, check_numeric
+from tabular.layers import CategoricalEmbeddings, LinearHeadModel, check_numeric
 
 
 class TransformerBlock(nn.Module):

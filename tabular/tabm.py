@@ -19,53 +19,9 @@ import math
 import torch
 from torch import nn
 
+from hub.layers.batch_ensemble import LinearBatchEnsemble, MemberHeads
 from hub.registry import register_model
 from tabular.layers import CategoricalEmbeddings, flat_inputs
-
-
-class LinearBatchEnsemble(nn.Module):
-    """k members sharing ``weight`` (in, out), each with its own ``r`` (k, in), ``s`` (k, out) and bias.
-
-    Shapes: (B, k, in) -> (B, k, out)
-    """
-
-    def __init__(self, dim_in: int, dim_out: int, k: int, random_signs: bool):
-        super().__init__()
-        self.dim_in, self.dim_out, self.k, self.random_signs = dim_in, dim_out, k, random_signs
-        self.weight = nn.Parameter(torch.empty(dim_in, dim_out))
-        self.r = nn.Parameter(torch.empty(k, dim_in))
-        self.s = nn.Parameter(torch.empty(k, dim_out))
-        self.bias = nn.Parameter(torch.empty(k, dim_out))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        bound = 1 / math.sqrt(self.dim_in)
-        nn.init.uniform_(self.weight, -bound, bound)
-        nn.init.uniform_(self.bias, -bound, bound)
-        nn.init.ones_(self.s)
-        if self.random_signs:
-            self.r.data.copy_(torch.randint(0, 2, self.r.shape).float() * 2 - 1)
-        else:
-            nn.init.ones_(self.r)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x * self.r) @ self.weight * self.s + self.bias  # (B, k, in) -> (B, k, out)
-
-    def extra_repr(self) -> str:
-        return f"dim_in={self.dim_in}, dim_out={self.dim_out}, k={self.k}"
-
-
-class MemberHeads(nn.Module):
-    """One linear head per member. Shapes: (B, k, D) -> (B, k, num_classes)"""
-
-    def __init__(self, dim: int, num_classes: int, k: int):
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(k, dim, num_classes))
-        self.bias = nn.Parameter(torch.zeros(k, num_classes))
-        nn.init.uniform_(self.weight, -1 / math.sqrt(dim), 1 / math.sqrt(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("bkd,kdc->bkc", x, self.weight) + self.bias
 
 
 class TabM(nn.Module):

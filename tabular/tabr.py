@@ -33,8 +33,9 @@ import torch
 from torch import nn
 
 from hub.errors import DataError
+from hub.layers.periodic_embeddings import PeriodicEmbeddings
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, PeriodicEmbeddings, check_numeric
+from tabular.layers import CategoricalEmbeddings, check_numeric
 
 
 class ResidualBlock(nn.Module):

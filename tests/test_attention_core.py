@@ -21,7 +21,7 @@ from hub.attention import (
     attention,
     insert_cbam,
 )
-from hub.attention.set_tasks import DeepSets
+from hub.demos.set_tasks import DeepSets
 from hub.testing import assert_overfits, params_without_grad
 from hub.training import train
 

@@ -217,7 +217,8 @@ def test_csv_table_survives_corruption(corruption, stage):
 @FUZZ
 @given(which=st.sampled_from(["speeds.csv", "adjacency.csv"]), corruption=corruptions())
 def test_traffic_folder_survives_corruption(which, corruption):
-    from timeseries.traffic_csv import read_adjacency_csv, read_speed_csv
+    from timeseries.road_graph import read_adjacency_csv
+    from timeseries.traffic_csv import read_speed_csv
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

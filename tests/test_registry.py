@@ -6,8 +6,8 @@ import torch
 
 import hub
 from hub.errors import RegistryError, UnknownModelError
-from hub.index import build_index, read_index
-from hub.registry import Registry, is_run_path, register_model, split_name
+from hub.index import build_index
+from hub.registry import Registry, is_run_path, read_index, register_model, split_name
 
 
 def test_import_hub_is_light():

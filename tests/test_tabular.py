@@ -241,7 +241,7 @@ def test_tab_transformer_replaced_token_detection_pretraining_learns():
 
 
 def test_periodic_embeddings_match_a_per_feature_loop():
-    from tabular.layers import PeriodicEmbeddings
+    from hub.layers import PeriodicEmbeddings
 
     torch.manual_seed(0)
     x = torch.randn(5, 3)
@@ -254,6 +254,8 @@ def test_periodic_embeddings_match_a_per_feature_loop():
             periodic = torch.cat([angles.cos(), angles.sin()], -1)  # (5, 4)
             linear = (lambda p: embed.linear(p)) if lite else (lambda p: p @ embed.weight[f] + embed.bias[f])
             assert torch.allclose(out[:, f], torch.relu(linear(periodic)), atol=1e-5)
+    with pytest.raises(HubError, match=r"expected numerics of shape \(batch, 3\), got \(5, 4\)"):
+        PeriodicEmbeddings(3, 4)(torch.randn(5, 4))
     with pytest.raises(HubError, match="model 'tab_transformer': numeric_embedding must be"):
         hub.create_model("tab_transformer", numeric_embedding="bins", **DIMS)
 

@@ -289,7 +289,7 @@ def test_testam_loss_matches_a_naive_loop():
 def test_road_graphs_load_with_hash_and_restricted_unpickler(tmp_path):
     import pickle
 
-    from timeseries.traffic_data import read_adj_pickle, road_graph
+    from timeseries.road_graph import read_adj_pickle, road_graph
 
     assert road_graph("los_loop").shape == (207, 207) and (road_graph("los_loop") > 0).sum() == 2833
     assert road_graph("metr_la").shape == (207, 207) and (road_graph("metr_la") > 0).sum() == 1722

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import hub
-from hub.errors import DataError
+from hub.errors import DataError, HubError
 from hub.testing import assert_overfits, params_without_grad
 
 SMALL = ["vit_micro_patch4_32", "coat_lite_micro_32", "resnet_cbam_micro_32", "halonet_micro_32"]
@@ -69,7 +69,7 @@ def test_vit_rollout_and_explain_cli(tmp_path, capsys):
     from sklearn.datasets import load_digits
 
     from hub.cli import main
-    from vision.explain import attention_rollout, vit_attention
+    from hub.explain import attention_rollout, vit_attention
 
     model = hub.load("vit_digits.sklearn")
     attentions = vit_attention(model, torch.randn(2, 1, 8, 8))
@@ -78,6 +78,8 @@ def test_vit_rollout_and_explain_cli(tmp_path, capsys):
     assert all(block.attn.fused_attn == model.blocks[0].attn.fused_attn for block in model.blocks)
     maps = attention_rollout(attentions, 1, (4, 4))
     assert maps.shape == (2, 4, 4) and maps.min() >= 0 and maps.max() <= 1
+    with pytest.raises(HubError, match="cannot capture attention of Linear: expected a timm-style transformer"):
+        vit_attention(torch.nn.Linear(2, 2), torch.zeros(1, 2))
     path = tmp_path / "seven.png"
     Image.fromarray(np.round(load_digits().images[7] * 255 / 16).astype(np.uint8), mode="L").save(path)
     assert main(["explain", "vit_digits.sklearn", str(path), "--out", str(tmp_path / "out")]) == 0

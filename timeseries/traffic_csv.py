@@ -30,7 +30,8 @@ from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import read_csv_rows
 from hub.errors import DataError
 from hub.registry import register_dataset
-from timeseries.traffic_data import TrafficSeriesData, check_adjacency
+from timeseries.road_graph import read_adjacency_csv
+from timeseries.traffic_data import TrafficSeriesData
 
 MISSING = {"", "nan", "NaN", "NA"}
 
@@ -87,27 +88,6 @@ def read_speed_csv(path: str | Path, steps_per_day: int = 288) -> tuple[list[str
     else:
         time_of_day = (np.arange(len(speed)) % steps_per_day / steps_per_day).astype(np.float32)
     return ids, speed, time_of_day
-
-
-def read_adjacency_csv(path: str | Path, ids: list[str] | None = None) -> np.ndarray:
-    """An (N, N) adjacency CSV, with or without a header row of sensor ids -> float32 array, checked."""
-    path = Path(path)
-    rows = read_csv_rows(path, "an N x N matrix of non-negative road weights, one row per sensor")
-    header = None
-    try:
-        float(rows[0][0])
-    except ValueError:
-        header, rows = [h.strip() for h in rows[0]], rows[1:]
-    try:
-        adjacency = np.array([[float(c) for c in row] for row in rows], dtype=np.float32)
-    except ValueError as err:
-        raise DataError(f"{path}: every cell must be a number ({err})") from None
-    if adjacency.ndim != 2:
-        raise DataError(f"{path}: rows have different lengths; expected an N x N matrix")
-    if ids is not None and header is not None and header != ids:
-        raise DataError(f"{path}: the header's sensor ids {header[:5]}... differ from the speeds' {ids[:5]}...; "
-                        "expected the same sensors in the same order")
-    return check_adjacency(adjacency, len(ids) if ids is not None else len(adjacency), str(path))
 
 
 class TrafficCSVData(TrafficSeriesData):

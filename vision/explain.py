@@ -1,5 +1,5 @@
-"""Explanations as maps over the input image: attention rollout for ViTs (Abnar & Zuidema, ACL 2020)
-and CBAM spatial / attention-pooling maps for CBAM ResNets, drawn as overlays.
+"""Explanations as maps over the input image: attention rollout for ViTs (Abnar & Zuidema, ACL 2020; in
+:mod:`hub.explain`) and CBAM spatial / attention-pooling maps for CBAM ResNets, drawn as overlays.
 
 >>> model = hub.load("vit_digits.sklearn")
 >>> explain_image(model, torch.zeros(1, 1, 8, 8)).shape
@@ -16,47 +16,8 @@ from timm.models.vision_transformer import VisionTransformer
 from hub.adapters import register_explain_adapter
 from hub.attention.cbam import CBAM
 from hub.errors import HubError
+from hub.explain import attention_rollout, vit_attention
 from hub.plotting import save_figure
-
-
-def vit_attention(model: VisionTransformer, x: torch.Tensor) -> list[torch.Tensor]:
-    """The attention matrix of every block, by forward hooks on timm's (unfused) attention dropout.
-
-    Shapes: x: (B, C, H, W) -> per block (B, heads, N, N), N = prefix tokens + patches.
-    """
-    captured: list[torch.Tensor] = []
-    hooks, fused = [], []
-    for block in model.blocks:
-        fused.append(block.attn.fused_attn)
-        block.attn.fused_attn = False  # the fused kernel never materialises the weights
-        hooks.append(block.attn.attn_drop.register_forward_hook(lambda m, inp, out: captured.append(inp[0].detach())))
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for block, was_fused, hook in zip(model.blocks, fused, hooks):
-            block.attn.fused_attn = was_fused
-            hook.remove()
-    return captured
-
-
-def attention_rollout(attentions: list[torch.Tensor], num_prefix_tokens: int, grid: tuple[int, int]) -> torch.Tensor:
-    """Rollout: head-averaged attention plus identity (the residual), row-normalised, multiplied over
-    the blocks; the class token's row over the patches is the map.
-
-    Shapes: attentions: L x (B, heads, N, N) -> (B, grid_h, grid_w), each map scaled to [0, 1].
-    """
-    rollout = None
-    for attention in attentions:
-        mixed = attention.mean(1)  # (B, N, N)
-        mixed = mixed + torch.eye(mixed.shape[-1])
-        mixed = mixed / mixed.sum(-1, keepdim=True)
-        rollout = mixed if rollout is None else mixed @ rollout
-    cls_to_patches = rollout[:, 0, num_prefix_tokens:]  # (B, N - prefix)
-    maps = cls_to_patches.reshape(-1, *grid)  # (B, N - prefix) -> (B, gh, gw)
-    low = maps.flatten(1).min(-1).values.view(-1, 1, 1)
-    high = maps.flatten(1).max(-1).values.view(-1, 1, 1)
-    return (maps - low) / (high - low).clamp_min(1e-12)
 
 
 def explain_image(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
