@@ -66,6 +66,14 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _is_ddp_worker() -> bool:
+    """True in a data-parallel worker process (global rank > 0): it runs the same command line as the
+    launching process, which alone writes the run folder and reports it."""
+    from pytorch_lightning.utilities import rank_zero_only
+
+    return rank_zero_only.rank != 0
+
+
 def _print_run(run_dir: Path) -> None:
     summary = json.loads((run_dir / "metrics.json").read_text())
     for key, value in summary.get("test", {}).items():
@@ -78,7 +86,8 @@ def cmd_train(args) -> int:
     from hub.training import train
 
     run_dir = train(args.recipe, args.overrides, resume=args.resume, progress=not args.no_progress)
-    _print_run(run_dir)
+    if not _is_ddp_worker():
+        _print_run(run_dir)
     return 0
 
 
@@ -104,6 +113,8 @@ def cmd_finetune(args) -> int:
     base["output_dir"] = args.output_dir or base.get("output_dir", "runs")
     recipe = validate_recipe(apply_overrides(base, args.overrides), f"finetune of {args.name}")
     run_dir = train(recipe=recipe, progress=not args.no_progress)
+    if _is_ddp_worker():
+        return 0
     _print_run(run_dir)
     reference = baseline(model_card(str(run_dir)), run_dir)
     if reference is not None:

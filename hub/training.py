@@ -100,8 +100,10 @@ class HubModule(pl.LightningModule):
     def _step(self, batch, stage: str):
         loss, preds, target = self.task.step(self.model, batch, stage)
         batch_size = self.task.batch_size(batch)
+        # sync_dist: under data parallelism the epoch's loss is the mean over every process's batches (the
+        # torchmetrics below sync their own states)
         self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True,
-                 batch_size=batch_size, sync_dist=stage != "train")
+                 batch_size=batch_size, sync_dist=True)
         if stage != "train" or self.task.metrics_in_training:
             metrics = getattr(self, f"{stage}_metrics")
             metrics.update(preds, target)
@@ -225,8 +227,9 @@ class JointImprovement(pl.Callback):
             for m, v in values.items():
                 best = self.bests.get(m, v)
                 self.bests[m] = min(best, v) if self.modes[m] == "min" else max(best, v)
-        pl_module.log(self.IMPROVED, float(self.improved_epoch))
-        pl_module.log(self.BEST, float(self.best_epoch))
+        # the same on every process (computed from synced metrics); sync_dist only says so to Lightning
+        pl_module.log(self.IMPROVED, float(self.improved_epoch), sync_dist=True)
+        pl_module.log(self.BEST, float(self.best_epoch), sync_dist=True)
 
     def state_dict(self):
         return {"bests": self.bests, "improved_epoch": self.improved_epoch, "best_epoch": self.best_epoch}
@@ -386,6 +389,12 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
     ), monitor, mode
 
 
+def single_device_trainer(accelerator: str, precision: str, progress: bool) -> pl.Trainer:
+    """A trainer for testing on one device (each test sample seen once), which writes nothing."""
+    return pl.Trainer(accelerator=accelerator, devices=1, strategy="auto", precision=precision, logger=False,
+                      enable_progress_bar=progress, enable_model_summary=False, enable_checkpointing=False)
+
+
 def _epoch_selection(recipe: Recipe, monitor: str, mode: str) -> str:
     if monitor == JointImprovement.BEST:
         return (f"weights of the last epoch where {', '.join(recipe.trainer.monitor)} all reached their best so far "
@@ -419,7 +428,8 @@ def _replica_check(trainer: pl.Trainer, model: torch.nn.Module) -> dict[str, Any
 
 def train(recipe_path: str | None = None, overrides: list[str] | None = None, resume: str | None = None,
           recipe: Recipe | None = None, progress: bool = True) -> Path:
-    """Train a recipe into a new run folder (or continue ``resume``); returns the run folder."""
+    """Train a recipe into a new run folder (or continue ``resume``); returns the run folder. Under data
+    parallelism every process returns it; global rank zero alone tests the weights and writes the files."""
     resume_dir = Path(resume) if resume else None
     if resume_dir is not None:
         if not (resume_dir / "recipe.yaml").is_file():
@@ -464,13 +474,22 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
 
     replicas = _replica_check(trainer, module.model)
-    rows = list(recorder.history)  # testing from the best checkpoint restores the recorder to that epoch
+    rows = list(recorder.history)
     last_path = str(run_dir / "checkpoints" / "last.ckpt")
     best_path = (trainer.checkpoint_callback.best_model_path if recipe.trainer.test_checkpoint == "best" else "") \
         or last_path
-    test_metrics = trainer.test(module, datamodule=datamodule, ckpt_path=best_path, verbose=False, weights_only=True)
+    # The test split is evaluated once per sample, by global rank zero alone on one device: under data
+    # parallelism Lightning's DistributedSampler pads the split with repeated samples to give every process an
+    # equal share, which biases the test metrics. The process group is closed first, else torchmetrics would
+    # wait in its all-gather for processes that no longer test. Only rank zero writes the files below.
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
     if not trainer.is_global_zero:
         return run_dir
+    # the checkpoint's weights (the average under EMA); its callbacks' states belong to the fitting trainer
+    module.load_state_dict(AtomicCheckpointIO().load_checkpoint(best_path)["state_dict"])
+    tester = single_device_trainer(recipe.trainer.accelerator, recipe.trainer.precision, progress)
+    test_metrics = tester.test(module, datamodule=datamodule, verbose=False)
     test = {k: float(v) for k, v in (test_metrics[0] if test_metrics else {}).items()}
     best_score = trainer.checkpoint_callback.best_model_score
     best_epoch = None
@@ -519,7 +538,5 @@ def evaluate(name: str, data_overrides: list[str] | None = None, progress: bool 
     model = load_from_card(card)
     task = create_task(datamodule.task, **datamodule.task_args())
     module = HubModule(model, task, OptimizerSection(), SchedulerSection())
-    trainer = pl.Trainer(accelerator="auto", devices=1, logger=False, enable_progress_bar=progress,
-                         enable_model_summary=False, enable_checkpointing=False)
-    result = trainer.test(module, datamodule=datamodule, verbose=False)
+    result = single_device_trainer("auto", "32-true", progress).test(module, datamodule=datamodule, verbose=False)
     return {k: float(v) for k, v in result[0].items()}
