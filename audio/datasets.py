@@ -228,7 +228,7 @@ class FSDDData(SpectrogramData):
             train_idx = train_idx[stratified_split(strata[train_idx], (self.label_fraction, 1 - self.label_fraction),
                                                    self.split_seed)[0]]
         pick = lambda idx: [(rest[i][0], rest[i][1]) for i in idx]  # noqa: E731
-        self.info.update({"source": f"Free Spoken Digit Dataset, commit {FSDD_COMMIT} ({root})",
+        self.info.update({"source": f"Free Spoken Digit Dataset, commit {FSDD_COMMIT}",
                           "license": "CC BY-SA 4.0", "test_speaker": self.test_speaker})
         return {"train": pick(train_idx), "val": pick(val_idx), "test": test}, [str(d) for d in range(10)]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -20,6 +21,11 @@ class PretrainedCfg:
     """Everything needed to rebuild, verify and trust a trained model.
 
     ``file`` is relative to the card's folder; ``url`` is used when the file is not there.
+    ``label_names`` names the classes of a classifier; ``output_names`` names the values a regression or forecast
+    model outputs per input, in order (``rul``, ``rul_plus_1``, ...; ``speed_5min``, ...; ``risk``; a table's target
+    column): ``predict`` writes them as its CSV header. ``recipe`` is ``{"path": the recipe file relative to the
+    repository, "overrides": [key=value, ...], "resolved": the validated recipe less its output_dir, "seeds"}``: a card
+    holds no path of the machine that made it (:func:`portable_recipe`, :func:`absolute_paths`).
     ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds. ``calibration`` holds
     the temperature that ``predict`` divides the logits by, when ``attnhub calibrate`` fitted one.
     """
@@ -33,6 +39,7 @@ class PretrainedCfg:
     url: str | None = None
     input_spec: dict[str, Any] = field(default_factory=dict)
     label_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
     num_params: int = 0
     data: dict[str, Any] = field(default_factory=dict)
     recipe: dict[str, Any] = field(default_factory=dict)
@@ -63,6 +70,50 @@ class PretrainedCfg:
         return out
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_ABSOLUTE_PATH = re.compile(r"^(/|~/|\\\\|[A-Za-z]:[\\/])|/(home|Users|root|tmp|work)/")
+
+
+def portable_path(path: str | os.PathLike) -> str:
+    """``path`` as a card may hold it, POSIX style: relative to the repository or the working folder; else, for a
+    file of another checkout's ``recipes/`` folder, from ``recipes/`` on; else only its file name."""
+    path = Path(path)
+    if not path.is_absolute():
+        return path.as_posix()
+    for base in (REPO_ROOT, Path.cwd()):
+        if path.resolve().is_relative_to(base.resolve()):
+            return path.resolve().relative_to(base.resolve()).as_posix()
+    if "recipes" in path.parts[:-1]:
+        last = len(path.parts) - 1 - path.parts[::-1].index("recipes")
+        return Path(*path.parts[last:]).as_posix()
+    return path.name
+
+
+def portable_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+    """A card's ``recipe`` section without the folders of the machine that trained it: ``resolved.output_dir``
+    and overrides of ``output_dir`` are dropped (a run goes where its user says, ``./runs`` by default), and
+    ``path`` is made relative (:func:`portable_path`); everything else is kept."""
+    out = dict(recipe)
+    if out.get("path"):
+        out["path"] = portable_path(out["path"])
+    if "overrides" in out:
+        out["overrides"] = [o for o in out["overrides"] if o.partition("=")[0].strip() != "output_dir"]
+    if isinstance(out.get("resolved"), dict):
+        out["resolved"] = {k: v for k, v in out["resolved"].items() if k != "output_dir"}
+    return out
+
+
+def absolute_paths(value: Any, key: str = "") -> list[tuple[str, str]]:
+    """``(dotted key, value)`` of every string in ``value`` (walked through dicts and lists) that holds an
+    absolute path: one starting with ``/``, ``~/``, ``\\\\`` or a drive letter (``C:\\``), or naming a home,
+    temporary or work folder anywhere in it (``/home/``, ``/Users/``, ``/root/``, ``/tmp/``, ``/work/``)."""
+    if isinstance(value, dict):
+        return [hit for k, v in value.items() for hit in absolute_paths(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in absolute_paths(v, f"{key}[{i}]")]
+    if isinstance(value, str) and _ABSOLUTE_PATH.search(value):
+        return [(key, value)]
+    return []
 
 
 def read_card(path: str | os.PathLike) -> PretrainedCfg:

@@ -85,7 +85,8 @@ def _print_run(run_dir: Path) -> None:
 def cmd_train(args) -> int:
     from hub.training import train
 
-    run_dir = train(args.recipe, args.overrides, resume=args.resume, progress=not args.no_progress)
+    overrides = [*args.overrides, *([f"output_dir={args.output_dir}"] if args.output_dir else [])]
+    run_dir = train(args.recipe, overrides, resume=args.resume, progress=not args.no_progress)
     if not _is_ddp_worker():
         _print_run(run_dir)
     return 0
@@ -110,7 +111,7 @@ def cmd_finetune(args) -> int:
         base["data"] = finetune_data_section(card, args.data, **options)
         base["model"] = {**base["model"], "init_from": args.name}
         base["name"] = f"finetune-{card.family}"
-    base["output_dir"] = args.output_dir or base.get("output_dir", "runs")
+    base["output_dir"] = args.output_dir or "runs"  # never a folder named by a card (its publisher's machine)
     recipe = validate_recipe(apply_overrides(base, args.overrides), f"finetune of {args.name}")
     run_dir = train(recipe=recipe, progress=not args.no_progress)
     if _is_ddp_worker():
@@ -138,25 +139,36 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def _prediction_cells(logits, regression: bool, k: int, labels: list[str],
-                      temperature: float = 1.0) -> tuple[list[str], list[list[str]]]:
-    """CSV header and, per input, the cells after its name: the outputs of a regression model, else the
-    top-k classes with their probabilities (of ``logits / temperature``: calibrated when the card has one)."""
-    if regression:
+def output_header(card, count: int) -> list[str]:
+    """Names of a regression or forecast model's ``count`` outputs: the card's ``output_names`` (``rul``,
+    ``speed_5min``, ``risk``, a table's target, ...), or ``output_<i>`` for a card that has none."""
+    if not card.output_names:
+        return [f"output_{i}" for i in range(count)]
+    if len(card.output_names) != count:
+        raise HubError(f"the card of {card.name} names {len(card.output_names)} outputs {card.output_names} but the "
+                       f"model gave {count} per input; the card does not match its weights")
+    return list(card.output_names)
+
+
+def _prediction_cells(logits, card, k: int) -> tuple[list[str], list[list[str]]]:
+    """CSV header and, per input, the cells after its name: the outputs of a regression or forecast model (a
+    card without ``label_names``), named by :func:`output_header`, else the top-k classes with their probabilities
+    (of ``logits / temperature``: calibrated when the card has a temperature)."""
+    if not card.label_names:
         values = logits.float().reshape(logits.shape[0], -1)  # (B, outputs)
-        return ([f"output_{i}" for i in range(values.shape[1])],
-                [[f"{v:.6f}" for v in row] for row in values.tolist()])
-    probs = (logits.float() / temperature).softmax(-1)
+        return output_header(card, values.shape[1]), [[f"{v:.6f}" for v in row] for row in values.tolist()]
+    probs = (logits.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
     top = probs.topk(min(k, probs.shape[-1]), dim=-1)
     header = [c for i in range(1, top.indices.shape[1] + 1) for c in (f"class_{i}", f"prob_{i}")]
-    rows = [[cell for i, p in zip(indices, values) for cell in (labels[i], f"{p:.6f}")]
+    rows = [[cell for i, p in zip(indices, values) for cell in (card.label_names[i], f"{p:.6f}")]
             for values, indices in zip(top.values.tolist(), top.indices.tolist())]
     return header, rows
 
 
 def _predict_table(args, model, card) -> int:
     """``--data rows.csv``: one line per row: the row number, the prediction and, for classification, one
-    probability column per class (``proba_<class>``); regression values are in the target's units."""
+    probability column per class (``proba_<class>``); a regression value is in the target's units, in a column
+    named after the target (the card's ``output_names``)."""
     import torch
 
     from hub.adapters import predict_logits
@@ -164,7 +176,7 @@ def _predict_table(args, model, card) -> int:
     spec = card.input_spec.get("preprocessor", {})
     regression = spec.get("task") == "regression"
     classes = list(spec.get("classes") or card.label_names)
-    header = ["row", "prediction", *([] if regression else [f"proba_{c}" for c in classes])]
+    header = ["row", *output_header(card, 1)] if regression else ["row", "prediction", *(f"proba_{c}" for c in classes)]
     out_file = open(args.out, "w", newline="") if args.out else None
     writer = csv.writer(out_file or sys.stdout)
     count = 0
@@ -204,7 +216,6 @@ def cmd_predict(args) -> int:
             raise HubError(f"--data takes a table for tabular models; {args.name} takes input files "
                            f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
         return _predict_table(args, model, card)
-    labels = card.label_names or [str(i) for i in range(10_000)]
     # no classes: outputs are values (RUL, traffic speeds, risks), printed as they are
     regression = not card.label_names
     out_file = open(args.out, "w", newline="") if args.out else None
@@ -214,10 +225,12 @@ def cmd_predict(args) -> int:
         with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
                                           file=sys.stderr) as bar:
             for names, logits in predict_logits(card, model, args.files, args.batch_size):
-                header, rows = _prediction_cells(logits, regression, args.top_k, labels,
-                                                 card.calibration.get("temperature", 1.0))
-                if writer and not wrote_header:  # tqdm does not count when disabled, so keep a flag
-                    writer.writerow(["file", *header])
+                header, rows = _prediction_cells(logits, card, args.top_k)
+                if not wrote_header:  # tqdm does not count when disabled, so keep a flag
+                    if writer:
+                        writer.writerow(["file", *header])
+                    if regression:  # the outputs' names (rul, rul_plus_1, ...; speed_5min, ...; risk)
+                        print("  ".join(["file", *header]))
                     wrote_header = True
                 for name, cells in zip(names, rows):
                     shown = [f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells)]
@@ -282,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipe", nargs="?", help="recipe YAML file (omit with --resume)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=5")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its checkpoints/last.ckpt")
+    p.add_argument("--output-dir", help="where the run folder goes (default: the recipe's output_dir, ./runs)")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_train)
 
@@ -301,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--genes", help="survival tables: the gene columns, comma-separated, as many as the card's "
                    "(default: the card's names); the clinical columns are the card's unless "
                    "data.args.clinical_cols=[...] names others")
-    p.add_argument("--output-dir", help="where the run folder goes (default: the card recipe's, ./runs)")
+    p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_finetune)

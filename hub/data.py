@@ -163,8 +163,9 @@ class HubDataModule(pl.LightningDataModule):
     """Base data module. Subclasses fill the datasets in ``setup`` and set the attributes below.
 
     Attributes (known after ``setup()``): ``task`` (a :mod:`hub.tasks` name), ``num_classes``,
-    ``label_names``, ``input_spec`` (what predict-time inputs must look like), ``info``
-    (source and licence of the data).
+    ``label_names``, ``output_names`` (of a regression or forecast model's outputs, in order: what ``predict``
+    writes as its header), ``input_spec`` (what predict-time inputs must look like), ``info``
+    (source and licence of the data; no path of the machine, as it goes into model cards).
     """
 
     task: str = "classification"
@@ -176,6 +177,7 @@ class HubDataModule(pl.LightningDataModule):
         self.seed = seed
         self.num_classes: int | None = None
         self.label_names: list[str] = []
+        self.output_names: list[str] = []
         self.input_spec: dict[str, Any] = {}
         self.info: dict[str, Any] = {}
         self.train_set: Dataset | None = None

@@ -3,6 +3,8 @@
 The weights are the first run's best checkpoint; the card's metrics are the mean and std of the
 test metrics over all the runs, so every shipped weight is reproducible from its recipe. Seeds run
 later join a published card with ``add_seeds`` (``attnhub publish RUN... --name NAME --add-seeds``).
+A published card holds no path of the machine that trained it: its recipe names the recipe file (relative) and
+the overrides, not the run's output folder, and a card with any other absolute path is refused.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hub.cards import atomic_write_bytes, read_card, write_card
+from hub.cards import absolute_paths, atomic_write_bytes, portable_recipe, read_card, write_card
 from hub.errors import HubError
 from hub.recipe import Recipe
 from hub.registry import get_model_entry, split_name
@@ -47,6 +49,18 @@ def _same_recipe(reference: dict, card, run: str, what: str) -> None:
     if a != b:
         differing = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         raise HubError(f"{run} was trained from a different recipe than {what} (beyond the seed): {differing} differ")
+
+
+def _portable(card):
+    """``card`` without its recipe's machine folders (:func:`hub.cards.portable_recipe`); one that still holds an
+    absolute path (e.g. of the user's data) is refused, naming its keys."""
+    card = dataclasses.replace(card, recipe=portable_recipe(card.recipe))
+    found = absolute_paths(card.to_dict())
+    if found:
+        raise HubError(f"the card of {card.name} would hold paths of this machine: "
+                       + ", ".join(f"{key}={value!r}" for key, value in found)
+                       + "; a published card names data by dataset name or relative path")
+    return card
 
 
 def _summarise(values: list[float]) -> dict:
@@ -89,7 +103,7 @@ def publish(runs: list[str], name: str, dest: str | None = None, notes: str = ""
                    for key, value in published.metrics.items()}
         card = dataclasses.replace(published, metrics=metrics, notes=notes or published.notes,
                                    recipe={**published.recipe, "seeds": seeds}, card_dir="")
-        write_card(card, card_path)
+        write_card(_portable(card), card_path)
         return card_path
     first = cards[0]
     for run, card in zip(runs[1:], cards[1:]):
@@ -99,12 +113,12 @@ def publish(runs: list[str], name: str, dest: str | None = None, notes: str = ""
     for item in paper or []:
         key, _, value = item.partition("=")
         paper_figures[key] = float(value)
+    card = _portable(dataclasses.replace(
+        first, name=name, file=f"{name}.safetensors", metrics=metrics, paper=paper_figures,
+        notes=notes or summaries[0].get("epoch_selection", ""),
+        recipe={**first.recipe, "seeds": [c.recipe["resolved"]["seed"] for c in cards]}, card_dir=""))
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = read_verified(Path(runs[0]) / "model.safetensors", first.sha256)
     atomic_write_bytes(out_dir / f"{name}.safetensors", weights)
-    card = dataclasses.replace(
-        first, name=name, file=f"{name}.safetensors", metrics=metrics, paper=paper_figures,
-        notes=notes or summaries[0].get("epoch_selection", ""),
-        recipe={**first.recipe, "seeds": [c.recipe["resolved"]["seed"] for c in cards]}, card_dir="")
     write_card(card, card_path)
     return card_path

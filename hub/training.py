@@ -30,7 +30,7 @@ import yaml
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import EMAWeightAveraging
 
-from hub.cards import PretrainedCfg, atomic_write_bytes, write_card
+from hub.cards import PretrainedCfg, atomic_write_bytes, portable_recipe, write_card
 from hub.errors import RecipeError, TrainingError
 from hub.plotting import save_figure
 from hub.recipe import OptimizerSection, Recipe, SchedulerSection, check_builder_args, load_recipe
@@ -335,16 +335,19 @@ def _init_from(name: str, family: str, args: dict[str, Any]) -> torch.nn.Module:
 
 
 def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes, name: str,
-              metrics: dict[str, float], recipe_path: str | None) -> PretrainedCfg:
+              metrics: dict[str, float], recipe_path: str | None, overrides: list[str] | None = None) -> PretrainedCfg:
+    """The draft card of a run: its recipe as the recipe file, the overrides and the resolved recipe, without
+    the run's output folder (:func:`hub.cards.portable_recipe`); the data module's names of its outputs."""
     return PretrainedCfg(
         name=name, sha256=sha256_bytes(weights), num_bytes=len(weights), file="model.safetensors",
         task=get_model_entry(recipe.model.name).task,
         model_args={**recipe.model.args, **{k: v for k, v in datamodule.model_args().items()
                                             if k in get_model_entry(recipe.model.name).arg_names()}},
         input_spec=datamodule.input_spec, label_names=list(datamodule.label_names),
+        output_names=list(datamodule.output_names),
         num_params=sum(p.numel() for p in model.parameters()),
         data={"name": recipe.data.name, "args": recipe.data.args, **datamodule.info},
-        recipe={"path": recipe_path, "resolved": recipe.to_dict()},
+        recipe=portable_recipe({"path": recipe_path, "overrides": list(overrides or []), "resolved": recipe.to_dict()}),
         metrics={k: {"mean": v, "std": 0.0, "n": 1, "values": [v]} for k, v in metrics.items()},
     )
 
@@ -512,7 +515,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     save_state_dict(inner.state_dict(), run_dir / "model.safetensors")
     weights = (run_dir / "model.safetensors").read_bytes()
     card = make_card(recipe, datamodule, inner, weights, f"{recipe.model.name}.run", test,
-                     str(recipe_path) if recipe_path else None)
+                     str(recipe_path) if recipe_path else None, overrides)
     write_card(card, run_dir / "card.json")
     return run_dir
 

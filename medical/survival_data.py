@@ -116,6 +116,7 @@ class SurvivalTableData(HubDataModule):
         self.info = {**parts["info"], "sizes": [len(train), len(val), len(parts["test"][1])],
                      "split": f"validation: {self.val_fraction:.0%} of train, stratified by event, "
                               f"split_seed={self.split_seed}"}
+        self.output_names = ["risk"]  # one log hazard ratio per patient
 
     def _rows(self, x: np.ndarray, time: np.ndarray, event: np.ndarray, mean, std) -> SurvivalRows:
         z = (x - mean) / std  # (N, G + C)

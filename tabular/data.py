@@ -154,6 +154,7 @@ class TabularData(HubDataModule):
         self.task = "regression" if pre.task == "regression" else "classification"
         self.num_classes = pre.num_outputs
         self.label_names = list(pre.classes)
+        self.output_names = [self.target] if pre.task == "regression" else []
         sets = {}
         for name, frame in self.frames.items():
             x_num, x_cat = pre.transform(frame)
@@ -232,10 +233,10 @@ def _adult() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 SKLEARN_INFO = {"source": "scikit-learn's shipped copy (sklearn.datasets)", "license": "BSD-3-Clause (scikit-learn)"}
 INFO = {
-    "adult": {"source": "UCI Adult (Kohavi 1996), ../shared/data/adult", "license": "CC BY 4.0 (UCI)"},
+    "adult": {"source": "UCI Adult (Kohavi 1996), HUB_DATA_DIR/adult", "license": "CC BY 4.0 (UCI)"},
     "california_housing": {"source": "California Housing (Pace & Barry 1997), Geron's housing.csv variant",
                            "license": "Apache-2.0 (ageron/handson-ml2)"},
-    "churn_modelling": {"source": "Kaggle 'Churn Modelling' (shrutime), ../shared/data/churn_modelling",
+    "churn_modelling": {"source": "Kaggle 'Churn Modelling' (shrutime), HUB_DATA_DIR/churn_modelling",
                         "license": "none stated"},
 }
 

@@ -282,7 +282,8 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
     (tmp_path / "patients.csv").write_text("\n".join(lines) + "\n")
     assert main(["predict", "survival_fusion.metabric", str(tmp_path / "patients.csv"), "--out",
                  str(tmp_path / "risks.csv"), "--no-progress"]) == 0
-    printed = capsys.readouterr().out.strip().splitlines()
+    header, *printed = capsys.readouterr().out.strip().splitlines()
+    assert header.split() == ["file", "risk"] and (tmp_path / "risks.csv").read_text().startswith("file,risk\n")
     assert [line.split()[0] for line in printed] == [f"p{i}" for i in range(20)]
     model = hub.load("survival_fusion.metabric").eval()
     mask = torch.ones(20, 4, dtype=torch.bool)

@@ -209,6 +209,21 @@ def test_cli_finetune_bare_family_on_unseen_csv_then_predict(tmp_path, capsys):
     assert "target column 'nope' is not in the table" in capsys.readouterr().err
 
 
+def test_regression_run_names_its_output_after_the_target(tmp_path, capsys):
+    from hub.cli import main
+
+    frame = _frame(300).assign(score=lambda f: f["age"].fillna(40) * 1.5 + 0.25)  # not whole numbers: regression
+    frame.to_csv(tmp_path / "my.csv", index=False)
+    frame.drop(columns="score").head(4).to_csv(tmp_path / "rows.csv", index=False)
+    assert main(["finetune", "mlp", "--data", str(tmp_path / "my.csv"), "--target", "score", "--output-dir",
+                 str(tmp_path / "runs"), "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    run = capsys.readouterr().out.split("run folder: ")[1].split()[0]
+    assert hub.model_card(run).output_names == ["score"]
+    assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
+    rows = list(csv.reader(open(tmp_path / "preds.csv")))
+    assert rows[0] == ["row", "score"] and len(rows) == 5
+
+
 @pytest.mark.parametrize("name", ["tabr.adult", "tab_transformer.adult", "tabm.adult", "mlp.adult"])
 def test_shipped_weights_reproduce_their_card_and_predict_raw_rows(name, tmp_path):
     from hub.cli import main

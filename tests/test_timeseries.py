@@ -1,5 +1,6 @@
 """timeseries/: RUL models (shapes, gradients, overfit, bad input), the C-MAPSS FD001 pipeline, the NASA
 score, the shipped weights against their card, the forecast plot, sensor-CSV adapters and recipe smoke runs."""
+import csv
 import math
 from pathlib import Path
 
@@ -150,7 +151,10 @@ def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
     paths = _write_units(tmp_path / "units", {u: test[u] for u in (1, 2)}, FD001_SENSORS)
     assert main(["predict", "rul_attention.fd001", *map(str, paths), "--no-progress",
                  "--out", str(tmp_path / "p.csv")]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    header, *lines = capsys.readouterr().out.strip().splitlines()
+    names = ["rul", *(f"rul_plus_{h}" for h in range(1, 10))]  # the RUL now, then 1..9 cycles later
+    assert header.split() == ["file", *names]
+    assert next(csv.reader(open(tmp_path / "p.csv"))) == ["file", *names]
     assert len(lines) == 2 and len(lines[0].split()) == 11  # file + 10 forecast values
     model = hub.load("rul_attention.fd001")
     data = card_data(model.pretrained_cfg)
@@ -345,8 +349,8 @@ def test_routing_plot_of_testam(tmp_path):
 
 # ---- traffic: the user's folder (speeds.csv + adjacency.csv) ----------------------------------------
 
-def _traffic_folder(root, sensors=4, steps=3 * 288, with_time=True):
-    """Speeds with a daily cycle, some blank readings, and a ring road."""
+def _traffic_folder(root, sensors=4, steps=3 * 288, with_time=True, minutes=5):
+    """Speeds with a daily cycle, some blank readings, and a ring road; a step every ``minutes``."""
     root.mkdir(parents=True, exist_ok=True)
     start = np.datetime64("2026-01-05T00:00")
     t = np.arange(steps)
@@ -356,7 +360,8 @@ def _traffic_folder(root, sensors=4, steps=3 * 288, with_time=True):
         f.write(",".join((["time"] if with_time else []) + ids) + "\n")
         for step in t:
             cells = ["" if (step * 7 + i) % 97 == 0 else f"{speed[step, i]:.2f}" for i in range(sensors)]
-            f.write(",".join(([str(start + np.timedelta64(5 * int(step), "m"))] if with_time else []) + cells) + "\n")
+            stamp = [str(start + np.timedelta64(minutes * int(step), "m"))] if with_time else []
+            f.write(",".join(stamp + cells) + "\n")
     ring = np.roll(np.eye(sensors), 1, 1) + np.roll(np.eye(sensors), -1, 1)
     np.savetxt(root / "adjacency.csv", ring, delimiter=",", header=",".join(ids), comments="")
     return root
@@ -404,6 +409,16 @@ def test_adjacency_that_does_not_fit_is_refused(tmp_path):
         get_dataset_entry("traffic_csv").builder(root=str(root)).setup("fit")
 
 
+@pytest.mark.parametrize("minutes, with_time, names", [(15, True, ["speed_15min", "speed_30min", "speed_45min"]),
+                                                        (15, False, ["speed_5min", "speed_10min", "speed_15min"])])
+def test_traffic_outputs_are_named_by_lead_time(tmp_path, minutes, with_time, names):
+    """Named from the timestamps' spacing; without a time column, from steps_per_day (288: five minutes)."""
+    root = _traffic_folder(tmp_path, steps=3 * 96, with_time=with_time, minutes=minutes)
+    data = get_dataset_entry("traffic_csv").builder(root=str(root), output_steps=3)
+    data.setup("fit")
+    assert data.output_names == names
+
+
 def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     """TESTAM on the user's road graph; finetuned from the run on another folder; predict one line per sensor."""
     from hub.cli import main
@@ -422,7 +437,8 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
                  "--output-dir", str(tmp_path / "ft"), "--no-progress"]) == 0
     finetuned = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("run folder: ")
     assert main(["predict", finetuned, str(other / "speeds.csv"), "--no-progress"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    header, *lines = capsys.readouterr().out.strip().splitlines()
+    assert header.split() == ["file", *(f"speed_{5 * h}min" for h in range(1, 13))]  # the folder's 288 steps a day
     assert [line.split()[0].rsplit(":", 1)[1] for line in lines] == ["s0", "s1", "s2", "s3"]
     assert all(len(line.split()) == 1 + 12 for line in lines), lines
     assert main(["explain", finetuned, "val", "--out", str(tmp_path / "fig")]) == 0  # TESTAM's routing

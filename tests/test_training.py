@@ -62,6 +62,57 @@ def test_publish_then_add_seeds_keeps_the_weights_and_extends_the_metrics(repo, 
         publish([str(other)], "vit_digits.tiny", dest=str(dest), add_seeds=True)
 
 
+def test_run_card_holds_no_machine_path_and_publish_refuses_one_that_does(repo, tmp_path):
+    from hub.cards import absolute_paths
+    from hub.errors import HubError
+    from hub.publish import publish
+
+    run = _train(repo, tmp_path / "runs", ["seed=3"])  # trained with an absolute recipe path and output_dir
+    card = json.loads((run / "card.json").read_text())
+    assert absolute_paths(card) == [] and absolute_paths(json.loads((run / "metrics.json").read_text())) == []
+    assert card["recipe"]["path"] == "recipes/quickstart.yaml"
+    assert card["recipe"]["overrides"] == [*SHORT, "seed=3"]  # the output_dir override is not recorded
+    assert "output_dir" not in card["recipe"]["resolved"] and card["recipe"]["resolved"]["seed"] == 3
+    card["data"]["source"] = "/home/someone/digits"
+    (run / "card.json").write_text(json.dumps(card))
+    with pytest.raises(HubError, match=r"paths of this machine: data.source='/home/someone/digits'"):
+        publish([str(run)], "vit_digits.tiny", dest=str(tmp_path / "pretrained"))
+    assert not (tmp_path / "pretrained" / "vit_digits.tiny.safetensors").exists()
+
+
+def test_finetune_and_train_write_under_runs_or_output_dir_never_a_cards_folder(monkeypatch):
+    """A card whose recipe still names its publisher's folder: finetune goes to ./runs or --output-dir."""
+    import dataclasses
+
+    import hub.adapters
+    import hub.models
+    import hub.training
+    from hub.cli import main
+
+    card = hub.model_card("vit_digits.sklearn")
+    old = dataclasses.replace(card, recipe={**card.recipe, "resolved": {**card.recipe["resolved"],
+                                                                        "output_dir": "/tmp/publisher/runs"}})
+    monkeypatch.setattr(hub.models, "model_card", lambda name: old)
+    monkeypatch.setattr(hub.adapters, "finetune_data_section",
+                        lambda card, path, **options: card.recipe["resolved"]["data"])
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_train(recipe_path=None, overrides=None, recipe=None, **kwargs):
+        calls.append(recipe.output_dir if recipe is not None else overrides)
+        raise Stop
+
+    monkeypatch.setattr(hub.training, "train", fake_train)
+    for argv in (["finetune", "vit_digits.sklearn", "--data", "mine"],
+                 ["finetune", "vit_digits.sklearn", "--data", "mine", "--output-dir", "elsewhere"],
+                 ["train", "recipes/quickstart.yaml", "seed=1", "--output-dir", "elsewhere"]):
+        with pytest.raises(Stop):
+            main(argv)
+    assert calls == ["runs", "elsewhere", ["seed=1", "output_dir=elsewhere"]]
+
+
 def test_resume_matches_uninterrupted_run(repo, tmp_path):
     straight = _train(repo, tmp_path / "a", ["trainer.max_epochs=2"])
     half = _train(repo, tmp_path / "b", ["trainer.max_epochs=1"])

@@ -1,6 +1,7 @@
 """Weights: sha256 at every load, named key errors, head reset, safe checkpoints, downloads, offline."""
 import dataclasses
 import http.server
+import json
 import logging
 import multiprocessing
 import re
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 import hub
-from hub.cards import read_card, write_card
+from hub.cards import absolute_paths, read_card, write_card
 from hub.errors import OfflineError, WeightsError
 from hub.models import load_from_card
 from hub.training import AtomicCheckpointIO
@@ -33,6 +34,27 @@ def test_shipped_weights_load_and_predict():
     model = hub.load("vit_digits.sklearn")
     assert not model.training
     assert model(torch.zeros(3, 1, 8, 8)).shape == (3, 10)
+
+
+def test_absolute_paths_finds_every_form_and_names_the_key():
+    card = {"a": "/tmp/run", "b": ["runs", {"c": "C:\\Users\\me"}], "d": "x (/work/shared/data/fsdd)",
+            "e": "~/data", "f": "recipes/quickstart.yaml", "g": "val/acc", "h": "HUB_DATA_DIR/adult", "i": 3.0}
+    assert absolute_paths(card) == [("a", "/tmp/run"), ("b[1].c", "C:\\Users\\me"),
+                                    ("d", "x (/work/shared/data/fsdd)"), ("e", "~/data")]
+
+
+def test_shipped_cards_hold_no_machine_paths(repo):
+    """Every string of every shipped card (recipe, data source, notes, ...) is free of absolute paths, and the
+    recipe names its file relative to the repository with no output folder."""
+    cards = sorted(repo.glob("*/pretrained/*.json"))
+    assert len(cards) >= 20
+    found = [f"{path.relative_to(repo)}: {key} = {value!r}" for path in cards
+             for key, value in absolute_paths(json.loads(path.read_text()))]
+    assert not found, "shipped cards hold machine paths:\n" + "\n".join(found)
+    for path in cards:
+        recipe = read_card(path).recipe
+        assert "output_dir" not in recipe["resolved"], path
+        assert (repo / recipe["path"]).is_file() and isinstance(recipe["overrides"], list), path
 
 
 def test_one_byte_change_refused_even_after_clean_load(tmp_path):

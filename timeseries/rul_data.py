@@ -95,6 +95,11 @@ def rul_targets(length: int, window: int, horizon: int, rul_cap: float, rul_at_e
     return np.clip(now - np.arange(horizon)[None, :], 0.0, rul_cap)
 
 
+def rul_output_names(horizon: int) -> list[str]:
+    """Names of the ``horizon`` forecast outputs: ``rul`` (now), then ``rul_plus_h``, the RUL h cycles later."""
+    return ["rul", *(f"rul_plus_{h}" for h in range(1, horizon))]
+
+
 def minmax_fit(train_units: dict) -> tuple[np.ndarray, np.ndarray]:
     stacked = np.concatenate(list(train_units.values()))
     low, high = stacked.min(0), stacked.max(0)
@@ -173,6 +178,7 @@ class RULWindowData(HubDataModule):
         self.input_spec = {"kind": "sensor_series", "window": self.window, "horizon": self.horizon,
                            "sensors": self.sensors, "min": [float(v) for v in low], "max": [float(v) for v in high],
                            "rul_cap": self.rul_cap}
+        self.output_names = rul_output_names(self.horizon)
         self.info = {**self.info, "units": {"train": train_ids, "val": val_ids, "test": len(test_units)},
                      "windows": [len(self.train_set), len(self.val_set), len(self.test_set)]}
 

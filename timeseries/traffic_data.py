@@ -94,6 +94,14 @@ class TrafficForecastTask(Task):
         return loss, pred.detach(), y
 
 
+def forecast_output_names(output_steps: int, step_seconds: int) -> list[str]:
+    """Names of the forecast outputs, by lead time: ``speed_5min``, ``speed_10min``, ... for five-minute steps
+    (``speed_30s``, ... when a step is not a whole number of minutes)."""
+    if step_seconds % 60 == 0:
+        return [f"speed_{h * step_seconds // 60}min" for h in range(1, output_steps + 1)]
+    return [f"speed_{h * step_seconds}s" for h in range(1, output_steps + 1)]
+
+
 class TrafficSeriesData(HubDataModule):
     """Speeds (T, N) as ``input_steps``-in / ``output_steps``-out samples, split chronologically; subclasses
     :meth:`load` the speeds, the time of day of each step and the road graph (see the module doc)."""
@@ -142,6 +150,8 @@ class TrafficSeriesData(HubDataModule):
                            "num_nodes": speed.shape[1], "graph": self.graph, "mean": self.mean, "std": self.std,
                            **info.pop("spec", {})}
         self.info = {**info, "samples": [len(v) for v in parts.values()]}
+        day_fraction = float(time_of_day[1] - time_of_day[0]) % 1.0  # one step, as a fraction of a day
+        self.output_names = forecast_output_names(self.output_steps, round(day_fraction * 86400) or 86400)
 
     def model_args(self):
         return {"num_nodes": self.speed.shape[1], "input_steps": self.input_steps, "output_steps": self.output_steps,

@@ -21,6 +21,7 @@ from vision.datasets import image_spec
 
 CIFAR_MEAN, CIFAR_STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CIFAR_LOCAL_SOURCE = "CIFAR-10, HUB_DATA_DIR/cifar10 (JPEG ImageFolder copy: 20k balanced train, full test)"
 
 
 class Transformed(Dataset):
@@ -70,7 +71,7 @@ class Cifar10Data(HubDataModule):
         root = data_dir() / "cifar10"
         if (root / "train").is_dir() and (root / "test").is_dir():
             train_base, test_base = tv_datasets.ImageFolder(root / "train"), tv_datasets.ImageFolder(root / "test")
-            classes, source = train_base.classes, f"{root} (JPEG ImageFolder copy: 20k balanced train, full test)"
+            classes, source = train_base.classes, CIFAR_LOCAL_SOURCE
         else:
             cache = data_dir() / "cifar10-python"
             if is_offline() and not (cache / "cifar-10-batches-py").is_dir():
