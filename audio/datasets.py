@@ -305,7 +305,7 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
     :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
     :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
     cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its
-    start (``benchmarks/audio.md``)."""
+    start (``docs/experiments/2026-12-audio-fsdd.md``)."""
     if time_shift is None:
         time_shift = 10 if time_fit == "cut" else 0
     return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,

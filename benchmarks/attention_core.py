@@ -1,82 +1,27 @@
 """Benchmark of the attention core: SAB vs ISAB as the set grows, and SDPA vs a naive attention.
 
-Writes ``benchmarks/attention_core.md``. Each row is one forward+backward pass (median of a few),
-and its peak memory: on GPU ``torch.cuda.max_memory_allocated``; on CPU the growth of the process's
-peak resident set size (``VmHWM`` in ``/proc/self/status``, reset before each measurement through
-``/proc/self/clear_refs``) over the resident size before it, after ``malloc_trim`` has handed the
-memory freed by earlier passes back to the system, i.e. what the pass takes from the machine (tensors,
-autograd buffers, allocator slack; a few MiB of noise). A SAB size is skipped once the previous one
-took longer than ``--sab-seconds`` (time grows ~4x per doubling) or ran out of memory.
+Writes ``benchmarks/results/attention_core.md``. Each row is one forward+backward pass (median of a few),
+and its peak memory (:func:`benchmarks.timing.time_and_peak`): on GPU ``torch.cuda.max_memory_allocated``; on
+CPU the growth of the process's peak resident set size (``VmHWM``) over the resident size before the pass, i.e.
+what the pass takes from the machine (tensors, autograd buffers, allocator slack; a few MiB of noise). A SAB
+size is skipped once the previous one took longer than ``--sab-seconds`` (time grows ~4x per doubling) or ran
+out of memory.
 
-    python benchmarks/attention_core.py [--max-n 16384] [--sab-seconds 4]
+    python -m benchmarks.attention_core [--max-n 16384] [--sab-seconds 4]
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
 import math
-import re
-import statistics
-import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from benchmarks import RESULTS
+from benchmarks.timing import ratio, time_and_peak
 from hub.attention import ISAB, SAB
 
-OUT = Path(__file__).with_suffix(".md")
-
-
-def _status_kib(field: str) -> int:
-    return int(re.search(rf"{field}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
-
-
-def measure(fn, device: torch.device, repeats: int) -> tuple[float, float]:
-    """Median seconds and peak MiB of ``fn()`` (one forward+backward)."""
-    fn()  # warm-up
-    times, peaks = [], []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        else:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)  # give freed heap pages back, so reuse is not hidden
-            Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set size
-            base = _status_kib("VmRSS") * 1024
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() - base
-        else:
-            peak = _status_kib("VmHWM") * 1024 - base
-        times.append(time.perf_counter() - start)
-        peaks.append(peak / 2**20)
-    return statistics.median(times), max(peaks)
-
-
-def ratio(a: float, b: float, floor: float = 0.0) -> str:
-    """``a / b`` as ``"4.2x"``; ``"-"`` when ``b`` is at or below the measurement floor."""
-    return f"{a / b:.1f}x" if b > floor else "-"
-
-
-def training_pass(loss, optimizer):
-    """One training step for ``measure``: ``loss()`` (forward and loss), backward and an optimizer step."""
-    def run():
-        loss().backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return run
-
-
-def inference_pass(model, x):
-    """One forward for ``measure``, under ``inference_mode``."""
-    def run():
-        with torch.inference_mode():
-            model(x)
-    return run
+OUT = RESULTS / "attention_core.md"
 
 
 def set_block_pass(block, x):
@@ -122,11 +67,11 @@ def main() -> None:
     while n <= args.max_n:
         x = torch.randn(1, n, args.dim, device=device)
         repeats = 5 if n <= 1024 else 3 if n <= 4096 else 1
-        isab_t, isab_m = measure(set_block_pass(isab, x), device, repeats)
+        isab_t, isab_m = time_and_peak(set_block_pass(isab, x), device, repeats)
         sab_cell = ["skipped"] * 2 + ["-"] * 2
         if not sab_note:
             try:
-                sab_t, sab_m = measure(set_block_pass(sab, x), device, repeats)
+                sab_t, sab_m = time_and_peak(set_block_pass(sab, x), device, repeats)
                 sab_cell = [f"{sab_t * 1e3:.1f}", ratio(sab_t, isab_t), f"{sab_m:.1f}", ratio(sab_m, isab_m, 1.0)]
                 if sab_t > args.sab_seconds:
                     sab_note = f"SAB stopped after n={n}: a pass took {sab_t:.1f} s (> {args.sab_seconds} s cap)"
@@ -148,8 +93,8 @@ def main() -> None:
     for n in (256, 1024, 4096):
         q, k, v = (torch.randn(1, args.heads, n, args.dim // args.heads, device=device, requires_grad=True)
                    for _ in range(3))
-        fused_t, fused_m = measure(attention_pass(F.scaled_dot_product_attention, q, k, v), device, 5)
-        naive_t, naive_m = measure(attention_pass(naive_attention, q, k, v), device, 5)
+        fused_t, fused_m = time_and_peak(attention_pass(F.scaled_dot_product_attention, q, k, v), device, 5)
+        naive_t, naive_m = time_and_peak(attention_pass(naive_attention, q, k, v), device, 5)
         lines.append(f"| {n} | {fused_t * 1e3:.1f} | {naive_t * 1e3:.1f} | {ratio(naive_t, fused_t)} | {fused_m:.1f} | "
                      f"{naive_m:.1f} | {ratio(naive_m, fused_m, 1.0)} |")
         print(lines[-1], flush=True)

@@ -3,29 +3,25 @@
 A clip of S seconds is a (128, 100 * S) log-mel input (10 ms frames); the models are built for that
 frame count. Training is forward, cross-entropy, backward and an AdamW step on a batch; inference a
 forward under ``inference_mode``. Times are medians of ``--repeats`` passes after a warm-up, peak
-memory as in ``benchmarks/attention_core.py`` (CPU: growth of the peak resident set; CUDA:
+memory by :func:`benchmarks.timing.time_and_peak` (CPU: growth of the peak resident set; CUDA:
 ``max_memory_allocated``). Feature extraction (``audio.features.log_mel``) is timed on its own.
 
-    python benchmarks/audio.py [--batch 8] [--repeats 3]     # writes benchmarks/audio.md
+    python -m benchmarks.audio [--batch 8] [--repeats 3]     # writes benchmarks/results/audio.md
 """
 from __future__ import annotations
 
 import argparse
-import sys
-import time
-from pathlib import Path
+import statistics
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention_core import inference_pass, measure, training_pass  # noqa: E402
+import hub
+from audio.features import log_mel
+from benchmarks import RESULTS
+from benchmarks.timing import inference_pass, time_and_peak, timed, training_pass
 
-import hub  # noqa: E402
-from audio.features import log_mel  # noqa: E402
-
-OUT = Path(__file__).with_suffix(".md")
+OUT = RESULTS / "audio.md"
 FAMILIES = ("ast_tiny", "ssast_tiny", "timbre_attention")
 SECONDS = (1, 5, 10)
 
@@ -48,19 +44,17 @@ def main() -> None:
             y = torch.randint(0, 10, (args.batch,), device=device)
             optimizer = torch.optim.AdamW(model.parameters())
             model.train()
-            train_s, train_mib = measure(training_pass(lambda: F.cross_entropy(model(x), y), optimizer), device,
+            train_s, train_mib = time_and_peak(training_pass(lambda: F.cross_entropy(model(x), y), optimizer), device,
                                            args.repeats)
             model.eval()
-            infer_s, infer_mib = measure(inference_pass(model, x), device, args.repeats)
+            infer_s, infer_mib = time_and_peak(inference_pass(model, x), device, args.repeats)
             params = sum(p.numel() for p in model.parameters())
             lines.append(f"| {name} | {seconds} s | {params / 1e3:.0f}k | {args.batch / train_s:.1f} | "
                          f"{train_mib:.0f} | {args.batch / infer_s:.1f} | {infer_mib:.0f} |")
             print(lines[-1], flush=True)
     wave = torch.randn(16000 * 10)
-    start = time.perf_counter()
-    for _ in range(args.repeats):
-        log_mel(wave)
-    lines += ["", f"Kaldi fbank of a 10 s clip: {(time.perf_counter() - start) / args.repeats * 1000:.1f} ms "
+    fbank_s = statistics.fmean(timed([lambda: log_mel(wave)], args.repeats, 0, "cpu")[0])  # no warm-up, as before
+    lines += ["", f"Kaldi fbank of a 10 s clip: {fbank_s * 1000:.1f} ms "
               "(computed once per clip and cached by the data modules)."]
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT}")

@@ -1,23 +1,22 @@
 """``trainer.compile: true`` measured: a training step eager vs ``torch.compile`` (inductor), same model,
 same real batch (each family's CPU recipe), in one process; compile time reported apart.
 
-    HUB_DATA_DIR=../shared/data python benchmarks/compile.py [FAMILY ...]   # writes benchmarks/compile.md
+    HUB_DATA_DIR=../shared/data python -m benchmarks.compile [FAMILY ...]   # writes benchmarks/results/compile.md
 """
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from hub.bench import family_recipes, timed  # noqa: E402
-from hub.recipe import load_recipe  # noqa: E402
-from hub.tasks import create_task  # noqa: E402
-from hub.training import build_data, build_model, seed_all  # noqa: E402
+from benchmarks import RESULTS, ROOT
+from benchmarks.report import family_recipes
+from benchmarks.timing import timed
+from hub.recipe import load_recipe
+from hub.tasks import create_task
+from hub.training import build_data, build_model, seed_all
 
 
 def compare(recipe_path: Path, steps: int = 10) -> dict[str, float]:
@@ -47,11 +46,14 @@ def compare(recipe_path: Path, steps: int = 10) -> dict[str, float]:
 
 
 def main() -> None:
-    families = sys.argv[1:] or ["vit_digits", "vit_micro_patch4_32"]
-    recipes = family_recipes(ROOT / "recipes")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("families", nargs="*", default=["vit_digits", "vit_micro_patch4_32"],
+                        help="model families (default: vit_digits vit_micro_patch4_32)")
+    families = parser.parse_args().families
+    recipes = {family: path for family, (path, _) in family_recipes(ROOT / "recipes", families).items()}
     lines = ["# torch.compile against eager, one training step (CPU)", "",
              f"torch {torch.__version__}, {torch.get_num_threads()} thread(s). Medians of 10 interleaved steps after "
-             "2 warm-up steps; `python benchmarks/compile.py` rewrites this file.", "",
+             "2 warm-up steps; `python -m benchmarks.compile` rewrites this file.", "",
              "| model | eager step (s) | compiled step (s) | speed-up | compile time (s) |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for family in families:
@@ -59,7 +61,7 @@ def main() -> None:
         lines.append(f"| {family} | {r['eager_s']:.4f} | {r['compiled_s']:.4f} | {r['speedup']:.2f}x | "
                      f"{r['compile_s']:.0f} |")
         print(lines[-1], flush=True)
-    (ROOT / "benchmarks" / "compile.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / "compile.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Survival benchmark on the DeepSurv sets: hub models (survival_fusion, deepsurv_mlp) vs CoxPH and a random
-survival forest, on the same test splits; writes the table to benchmarks/medical.md.
+survival forest, on the same test splits; writes the table to benchmarks/results/medical.md.
 
 Hub models: every finished run folder under ``--runs/<recipe>/`` is scored by
 :func:`medical.survival_report.survival_report` (which also writes its risk-group plot); ``--train`` first
@@ -7,21 +7,20 @@ trains ``--seeds`` seeds of each recipe there (sequentially, in this process). B
 are fitted on the whole DeepSurv training part (they need no validation part): CoxPH with Efron ties
 (one fit; it is deterministic) and RSF (one fit per seed).
 
-    HUB_DATA_DIR=../shared/data nice python benchmarks/medical.py --runs /tmp/med_runs --train --seeds 5
+    HUB_DATA_DIR=../shared/data nice python -m benchmarks.medical --runs /tmp/med_runs --train --seeds 5
+
+Notes of the experiments behind the recipes: ``docs/experiments/2026-12-medical-survival.md``.
 """
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from hub.bench import write_page  # noqa: E402
+from benchmarks import RESULTS, ROOT
+from hub.cards import atomic_write_bytes
 
 SETS = ("metabric", "support", "gbsg", "whas")
 HUB_MODELS = ("survival_fusion", "deepsurv_mlp")
@@ -87,7 +86,7 @@ def main() -> None:
     parser.add_argument("--train", action="store_true", help="train the hub recipes first")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--sets", nargs="+", default=list(SETS))
-    parser.add_argument("--out", default=str(REPO / "benchmarks" / "medical.md"))
+    parser.add_argument("--out", default=str(RESULTS / "medical.md"))
     args = parser.parse_args()
     seeds = list(range(1, args.seeds + 1))
     if args.train:
@@ -96,20 +95,20 @@ def main() -> None:
         for name in args.sets:
             for family in HUB_MODELS:
                 for seed in seeds:
-                    train(str(REPO / "recipes" / "medical" / f"{family}_{name}.yaml"),
+                    train(str(ROOT / "recipes" / "medical" / f"{family}_{name}.yaml"),
                           [f"seed={seed}", f"output_dir={args.runs}"], progress=False)
     results = {}
     for name in args.sets:
         results[name] = {f"{family} (hub)": hub_results(Path(args.runs), f"{family}_{name}") for family in HUB_MODELS}
         results[name].update(baseline_results(name, seeds))
         print(table({name: results[name]}), flush=True)
-    write_page(Path(args.out), HEADER + table(results) + "\n" + FOOTER + "\n", NOTES)
+    atomic_write_bytes(Path(args.out), (HEADER + table(results) + "\n" + FOOTER).encode())
     print(f"wrote {args.out}")
 
 
 HEADER = """# Survival benchmark (DeepSurv sets)
 
-Produced by `benchmarks/medical.py` (see its docstring for the command). Test parts are DeepSurv's published
+Produced by `python -m benchmarks.medical` (see its docstring for the command). Test parts are DeepSurv's published
 splits; hub models train on 80% of the training part and pick their epoch on the other 20% (validation
 Harrell's C, stratified by event, split_seed=0); CoxPH and RSF fit the whole training part.
 Harrell's C: `sksurv.metrics.concordance_index_censored`; Uno's C: `concordance_index_ipcw`, truncated at the
@@ -120,7 +119,6 @@ Breslow baseline, `medical.survival_metrics.calibrated_survival`), for CoxPH fro
 training risks, for RSF its own. Mean ± std over seeds (n).
 
 """
-NOTES = "## Status against the targets"  # the hand-written part of the page starts at this heading
 FOOTER = """
 Targets (issue 7): METABRIC Harrell's C >= 0.655 (DeepSurv's 0.6545), and at or above CoxPH and RSF on every
 set; the issue measured Harrell's C CoxPH 0.632 / 0.583 / 0.656 / 0.816 and RSF 0.641 / 0.617 / 0.681 / 0.853

@@ -5,25 +5,23 @@ The boosting baseline (scikit-learn's HistGradientBoostingClassifier, early stop
 training part as the neural models validate) is trained here; TFCAM and the GRU are the run folders of
 their recipes, one per fold (``data.args.fold=k seed=k``), passed as arguments:
 
-    python benchmarks/physionet2012.py --tfcam RUN0 RUN1 ... --gru RUN0 RUN1 ...   # writes physionet2012.md
+    python -m benchmarks.physionet2012 --tfcam RUN0 RUN1 ... --gru RUN0 RUN1 ...   # writes results/physionet2012.md
+
+Notes of the experiments behind the recipe: ``docs/experiments/2026-12-medical-physionet2012.md``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTES = "## Notes (hand-written; kept when the table is rewritten)"
-sys.path.insert(0, str(ROOT))
-
-from hub.bench import write_page  # noqa: E402
-from hub.data import data_dir  # noqa: E402
-from medical.icu_data import load_grids, physionet2012, summary_features  # noqa: E402
+from benchmarks import RESULTS
+from hub.cards import atomic_write_bytes
+from hub.data import data_dir
+from medical.icu_data import load_grids, physionet2012, summary_features
 
 
 def boosting_fold(fold: int) -> dict[str, float]:
@@ -66,8 +64,8 @@ def main() -> None:
     for name, rows in results.items():
         lines.append(f"| {name} | {cell([r['test/auroc'] for r in rows])} | {cell([r['test/auprc'] for r in rows])} |")
     lines += ["", "Target (issue): TFCAM test AUROC >= 0.84, at or above both baselines; published models reach about "
-              "0.85-0.86 AUROC on this task. Written by `python benchmarks/physionet2012.py`."]
-    write_page(ROOT / "benchmarks" / "physionet2012.md", "\n".join(lines) + "\n\n", NOTES)
+              "0.85-0.86 AUROC on this task. Written by `python -m benchmarks.physionet2012`."]
+    atomic_write_bytes(RESULTS / "physionet2012.md", ("\n".join(lines) + "\n").encode())
     print("\n".join(lines))
 
 

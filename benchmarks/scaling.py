@@ -8,34 +8,25 @@ Each point is the median time of a forward + backward pass (training mode) over 
 - tabular: TabR retrieval over the number of candidate rows R (exact search): O(R) per query batch;
 - timeseries: TESTAM over the number of sensors N (the dynamic expert attends among all sensors): O(N^2).
 
-    python benchmarks/scaling.py    # writes benchmarks/scaling.md and benchmarks/scaling.png
+    python -m benchmarks.scaling    # writes benchmarks/results/scaling.md and benchmarks/results/scaling.png
 
 The dashed line of each panel is the expected complexity, scaled to pass through the largest point.
 """
 from __future__ import annotations
 
-import statistics
-import sys
-import time
-from pathlib import Path
+import argparse
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import hub
+from benchmarks import RESULTS
+from benchmarks.timing import median_seconds
+from hub.plotting import save_figure
 
-import hub  # noqa: E402
-from hub.plotting import save_figure  # noqa: E402
 
-
-def _seconds(step, repeats: int = 3) -> float:
-    step()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def _seconds(step) -> float:
+    """Median of 3 passes after a warm-up."""
+    return median_seconds(step, repeats=3, warmup=1)
 
 
 def _backward(model, *inputs):
@@ -94,6 +85,7 @@ PANELS = [  # (title, size label, expected exponent per series, measure)
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -102,7 +94,7 @@ def main() -> None:
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.6))
     lines = ["# Cost against problem size (forward + backward, training mode)", "",
              f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU. Median of 3 after a warm-up. "
-             "`python benchmarks/scaling.py` rewrites this file and `scaling.png`. The dashed lines of the plot are "
+             "`python -m benchmarks.scaling` rewrites this file and `scaling.png`. The dashed lines of the plot are "
              "the expected complexity through the largest point. A measured slope below the expected exponent means "
              "terms of lower order (per-row encoders, per-sensor temporal attention) still dominate at these sizes.",
              "",
@@ -126,8 +118,8 @@ def main() -> None:
         ax.set_ylabel("seconds per step")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    save_figure(fig, ROOT / "benchmarks" / "scaling.png")
-    (ROOT / "benchmarks" / "scaling.md").write_text("\n".join(lines) + "\n![scaling](scaling.png)\n")
+    save_figure(fig, RESULTS / "scaling.png")
+    (RESULTS / "scaling.md").write_text("\n".join(lines) + "\n![scaling](scaling.png)\n")
     print("\n".join(lines))
 
 

@@ -1,6 +1,6 @@
 """Tabular benchmark: mlp, tabm, tab_transformer and tabr (trained by their recipes in recipes/tabular/)
 against scikit-learn's HistGradientBoosting on the same splits (split_seed 0) of Adult, California Housing and
-Churn Modelling; writes benchmarks/tabular.md.
+Churn Modelling; writes benchmarks/results/tabular.md.
 
 Each (seed, set, model) trains in this process, one after the other, into ``--runs`` (the run folders can be
 published); results are appended to ``benchmarks/out/tabular.jsonl`` so an interrupted benchmark resumes
@@ -8,27 +8,27 @@ where it stopped, and ``--report`` only rewrites the table from what is there. A
 (rows x epochs / fit time) and inference rows/s (test split, batches of 4096, one thread), and TabR's
 retrieval cost as the candidate set grows (``--retrieval``).
 
-    HUB_DATA_DIR=../shared/data OMP_NUM_THREADS=1 nice python benchmarks/tabular.py --seeds 0 1 2 3 4 --runs runs
+    HUB_DATA_DIR=../shared/data OMP_NUM_THREADS=1 nice python -m benchmarks.tabular --seeds 0 1 2 3 4 --runs runs
+
+Notes of the runs behind the committed table: ``docs/experiments/2026-12-tabular.md``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks import RESULTS, ROOT
+from benchmarks.timing import timed
 
 # set -> metrics reported (the first is the headline); RMSE is converted to the target's units (USD).
 SETS = {"adult": ("test/auroc", "test/acc"), "california_housing": ("test/rmse",), "churn_modelling": ("test/auroc",)}
 MODELS = ("mlp", "tabm", "tab_transformer", "tabr")
 GBDT = "HistGradientBoosting"
-OUT = REPO / "benchmarks" / "out" / "tabular.jsonl"
+OUT = ROOT / "benchmarks" / "out" / "tabular.jsonl"
 
 
 def _data(name: str):
@@ -64,7 +64,7 @@ def run_one(set_name: str, model_name: str, seed: int, runs: str, datamodule) ->
         start = time.perf_counter()
         metrics = gbdt_metrics(datamodule, seed)
         return {"metrics": _units(metrics, datamodule), "fit_s": time.perf_counter() - start}
-    recipe = REPO / "recipes" / "tabular" / f"{model_name}_{set_name}.yaml"
+    recipe = ROOT / "recipes" / "tabular" / f"{model_name}_{set_name}.yaml"
     start = time.perf_counter()
     run_dir = train(str(recipe), [f"seed={seed}", f"output_dir={runs}"], progress=False)
     fit_s = time.perf_counter() - start
@@ -86,10 +86,8 @@ def retrieval_cost(sizes=(1_000, 4_000, 16_000, 64_000), batch: int = 512) -> li
         model.set_candidates(torch.randn(n, 8), torch.randint(0, 10, (n, 4)), torch.randint(0, 2, (n,)))
         model.train()
         x_num, x_cat, index = model.cand_num[:batch], model.cand_cat[:batch], torch.arange(batch)
-        start = time.perf_counter()
-        for _ in range(3):
-            model(x_num, x_cat, index).sum().backward()
-        out.append((n, (time.perf_counter() - start) / 3))
+        steps = timed([lambda: model(x_num, x_cat, index).sum().backward()], 3, 0, "cpu")[0]  # no warm-up, as before
+        out.append((n, statistics.fmean(steps)))
     return out
 
 
@@ -106,20 +104,21 @@ def _schedules() -> str:
     for set_name in SETS:
         schedules = set()
         for model in MODELS:
-            trainer = yaml.safe_load((REPO / "recipes" / "tabular" / f"{model}_{set_name}.yaml").read_text())["trainer"]
+            trainer = yaml.safe_load((ROOT / "recipes" / "tabular" / f"{model}_{set_name}.yaml").read_text())["trainer"]
             schedules.add(f"at most {trainer['max_epochs']} epochs, patience {trainer['early_stopping']['patience']}")
         parts.append(f"{set_name}: {' / '.join(sorted(schedules))}")
     return "; ".join(parts)
 
 
 def write_report(results: list[dict], retrieval: list[tuple[int, float]] | None) -> str:
-    lines = ["# Tabular benchmark", "", "Produced by `benchmarks/tabular.py` (command in its docstring). Splits fixed "
-             "by split_seed 0: Adult's published test file (validation 15% of adult.data), California Housing and "
-             "Churn 70/15/15 (stratified for Churn). Hub models train by `recipes/tabular/<model>_<set>.yaml` (CPU, "
-             "fp32, early stopping on the validation metric, the best epoch tested); the seed changes the "
-             "initialisation and batch order. HistGradientBoosting: scikit-learn defaults on the same preprocessed "
-             "training split, seed = random_state. RMSE in USD (target de-standardised). Mean ± std over seeds (n). "
-             "Rows/s: one CPU thread on a shared machine, indicative only.", "",
+    lines = ["# Tabular benchmark", "",
+             "Produced by `python -m benchmarks.tabular` (command in its docstring). Splits fixed by split_seed 0: "
+             "Adult's published test file (validation 15% of adult.data), California Housing and Churn 70/15/15 "
+             "(stratified for Churn). Hub models train by `recipes/tabular/<model>_<set>.yaml` (CPU, fp32, early "
+             "stopping on the validation metric, the best epoch tested); the seed changes the initialisation and "
+             "batch order. HistGradientBoosting: scikit-learn defaults on the same preprocessed training split, seed "
+             "= random_state. RMSE in USD (target de-standardised). Mean ± std over seeds (n). Rows/s: one CPU thread"
+             " on a shared machine, indicative only.", "",
              "Budget (from the recipes, per set): " + _schedules() + ". The papers tune hyperparameters per set and "
              "train up to hundreds of epochs with patience 16; the table measures these recipes, not the papers' "
              "claims. Epochs: the mean number of epochs the runs trained before early stopping.", ""]
@@ -199,7 +198,7 @@ def main() -> None:
                     with OUT.open("a") as f:
                         f.write(json.dumps(result) + "\n")
     retrieval = retrieval_cost() if args.retrieval else None
-    (REPO / "benchmarks" / "tabular.md").write_text(write_report(results, retrieval))
+    (RESULTS / "tabular.md").write_text(write_report(results, retrieval))
 
 
 if __name__ == "__main__":

@@ -11,29 +11,27 @@ TESTAM's cost as the number of sensors grows (207 to 2,000 sensors on generated 
   a window costs.
 
 Training is forward, the model's loss, backward and an AdamW step on a batch; inference a forward under
-``inference_mode``. Times are medians of ``--repeats`` passes after a warm-up, peak memory as in
-``benchmarks/attention_core.py`` (CPU: growth of the peak resident set; CUDA: ``max_memory_allocated``).
+``inference_mode``. Times are medians of ``--repeats`` passes after a warm-up, peak memory by
+:func:`benchmarks.timing.time_and_peak` (CPU: growth of the peak resident set; CUDA: ``max_memory_allocated``).
 
-    python benchmarks/timeseries.py [--batch 8] [--repeats 3]     # writes benchmarks/timeseries_speed.md
+    python -m benchmarks.timeseries [--batch 8] [--repeats 3]     # writes benchmarks/results/timeseries_speed.md
+
+Notes of the time-series experiments: ``docs/experiments/2026-12-timeseries.md``.
 """
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from attention_core import inference_pass, measure, ratio, training_pass  # noqa: E402
+import hub
+from benchmarks import RESULTS
+from benchmarks.timing import inference_pass, ratio, time_and_peak, training_pass
+from timeseries.testam import TESTAM
+from timeseries.traffic_data import masked_mae
 
-import hub  # noqa: E402
-from timeseries.testam import TESTAM  # noqa: E402
-from timeseries.traffic_data import masked_mae  # noqa: E402
-
-OUT = Path(__file__).with_name("timeseries_speed.md")
+OUT = RESULTS / "timeseries_speed.md"
 SENSORS = (207, 500, 1000, 2000)
 
 
@@ -59,9 +57,9 @@ def speed(model, x, y, device, repeats) -> tuple[float, float, float, float]:
     """(train s/batch, train peak MiB, inference s/batch, inference peak MiB)."""
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters())
-    train_s, train_mib = measure(training_pass(training_loss(model, x, y), optimizer), device, repeats)
+    train_s, train_mib = time_and_peak(training_pass(training_loss(model, x, y), optimizer), device, repeats)
     model.eval()
-    infer_s, infer_mib = measure(inference_pass(model, x), device, repeats)
+    infer_s, infer_mib = time_and_peak(inference_pass(model, x), device, repeats)
     return train_s, train_mib, infer_s, infer_mib
 
 
@@ -77,7 +75,7 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     lines = [f"# Time-series speed ({device}, {torch.get_num_threads()} threads, batch {args.batch}, "
-             f"torch {torch.__version__})", "", "Written by `benchmarks/timeseries.py` (see its docstring).", "",
+             f"torch {torch.__version__})", "", "Written by `python -m benchmarks.timeseries` (see its docstring).", "",
              "| model | input | params | train windows/s | train peak MiB | infer windows/s | infer peak MiB |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     families = [("rul_attention", "30 cycles x 14 sensors"), ("rul_attention_gru", "30 cycles x 14 sensors"),

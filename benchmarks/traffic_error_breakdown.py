@@ -6,21 +6,18 @@ tables:
   (Zhao et al. 2019) reports as its 15-, 30- and 60-minute figures (its model predicts 3, 6 or 12 steps and is
   scored over all of them, on the last 20% of the week). The hub's own metrics score step 3, 6 or 12 alone.
 
-    HUB_DATA_DIR=../shared/data python benchmarks/traffic_error_breakdown.py [--name testam.los_loop]
-    python benchmarks/traffic_error_breakdown.py --name runs/testam_los_loop/*   # several seeds' run folders
+    HUB_DATA_DIR=../shared/data python -m benchmarks.traffic_error_breakdown [--name testam.los_loop]
+    python -m benchmarks.traffic_error_breakdown --name runs/testam_los_loop/*   # several seeds' run folders
 """
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import hub  # noqa: E402
-from timeseries.traffic_data import HORIZONS, baseline_forecasts, los_loop, masked_errors  # noqa: E402
+import hub
+from timeseries.traffic_data import HORIZONS, baseline_forecasts, los_loop, masked_errors
 
 BINS = ((0, 20), (20, 40), (40, 55), (55, 65), (65, 200))  # mph
 TGCN_PUBLISHED = {"15": (3.18, 5.13)}  # Los-loop MAE, RMSE: the T-GCN paper, as issue 8 quotes them

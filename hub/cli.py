@@ -256,11 +256,34 @@ def cmd_explain(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
-    from hub.bench import run
+def _benchmark_report():
+    """:mod:`benchmarks.report` of a source checkout: importable, or in the working directory (``attnhub``'s
+    console script does not search the working directory). The benchmarks are not installed with
+    the hub."""
+    import importlib
+    import importlib.util
 
-    print(run(args.pattern, recipes_dir=args.recipes, out_dir=args.out, steps=args.steps, device=args.device,
-              progress=not args.no_progress, import_repeats=args.import_repeats))
+    try:
+        return importlib.import_module("benchmarks.report")
+    except ModuleNotFoundError as err:
+        if err.name not in ("benchmarks", "benchmarks.report"):
+            raise
+    init = Path.cwd() / "benchmarks" / "__init__.py"
+    if not (init.parent / "report.py").is_file():
+        raise HubError("attnhub bench runs from the root of a source checkout of Attention Hub (the benchmarks "
+                       f"package is not installed with the hub), and {Path.cwd().name}/ has no benchmarks/report.py; "
+                       "cd to the checkout, or run `python -m benchmarks.run_all` there")
+    spec = importlib.util.spec_from_file_location("benchmarks", init)  # a package: its folder is searched
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["benchmarks"] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module("benchmarks.report")
+
+
+def cmd_bench(args) -> int:
+    report = _benchmark_report()
+    print(report.run(args.pattern, recipes_dir=args.recipes, out_dir=args.out, steps=args.steps, device=args.device,
+                     progress=not args.no_progress, import_repeats=args.import_repeats))
     return 0
 
 
@@ -363,12 +386,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="measure every registered model on its recipe's data: FLOPs, items/s, memory, "
                        "%% of the machine's GEMM peak, ratios against timm / PyG references; "
-                       "writes RESULTS.md and RESULTS.json")
+                       "writes RESULTS.md and RESULTS.json; runs from the root of a source checkout")
     p.add_argument("pattern", nargs="?", default="*", help="globs over family names, comma-separated, e.g. "
                    "'vit_*,gat' (default: all)")
     p.add_argument("--recipes", default="recipes",
                    help="folder of recipes to take data and models from (default ./recipes)")
-    p.add_argument("--out", default="benchmarks", help="folder for RESULTS.md and RESULTS.json (default ./benchmarks)")
+    p.add_argument("--out", default="benchmarks/results",
+                   help="folder for RESULTS.md and RESULTS.json (default ./benchmarks/results)")
     p.add_argument("--steps", type=int, default=5, help="timed steps per model, after 2 warm-up steps (default 5)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--import-repeats", type=int, default=5, help="fresh processes timing `import torch` and "

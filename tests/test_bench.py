@@ -1,8 +1,12 @@
-"""attnhub bench: the report has a row per matching family with sane figures and the timm reference ratio."""
+"""attnhub bench (benchmarks.report): the report has a row per matching family with sane figures and the timm
+reference ratio, holds no path of the machine, and refuses a row above the measured GEMM peak."""
 import json
 import math
 
-from hub.bench import family_recipes, gemm_peak, write_page
+import pytest
+
+from benchmarks.report import ImplausibleRow, family_recipes, format_table
+from benchmarks.timing import gemm_peak
 from hub.cli import main
 
 
@@ -34,19 +38,28 @@ def test_bench_writes_a_row_with_flops_throughput_and_reference(repo, tmp_path, 
     # a ratio of two timings, present and positive; its size is the report's to show, never a test's to assert
     # (on a loaded 2-core machine it was 13.5 for the same module)
     assert math.isfinite(row["speed_ratio"]) and row["speed_ratio"] > 0
-    assert report["machine"]["gemm_peak_gflop_per_s"] > 0.1
+    assert report["machine"]["gemm_peak_gflop_per_s"] > 0.1 and row["gemm_peak_flop_per_s"] > 1e8
+    assert row["train_flop_per_s"] <= row["gemm_peak_flop_per_s"]  # else the builder would have refused the row
+    assert row["recipe"] == "recipes/quickstart.yaml"
     text = (tmp_path / "RESULTS.md").read_text()
     assert "| vit_digits | quickstart | classification | 136,138 |" in text and "import hub" in text
+    for written in (text, (tmp_path / "RESULTS.json").read_text()):
+        assert str(repo) not in written and str(tmp_path) not in written, "the report holds no path of the machine"
 
 
 def test_gemm_peak_is_positive():
-    assert gemm_peak(size=256, repeats=1) > 1e7
+    assert gemm_peak(sizes=(128, 256), repeats=1) > 1e7
 
 
-def test_write_page_keeps_the_hand_written_notes_below_the_heading(tmp_path):
-    page = tmp_path / "page.md"
-    write_page(page, "| a |\n\n", "## Notes")
-    assert page.read_text() == "| a |\n\n## Notes\n"
-    page.write_text(page.read_text() + "\nmeasured by hand\n")
-    write_page(page, "| b |\n\n", "## Notes")
-    assert page.read_text() == "| b |\n\n## Notes\n\nmeasured by hand\n"
+def _row(family: str, train_gflop_per_s: float, peak_gflop_per_s: float) -> dict:
+    return {"family": family, "recipe": "recipes/graph/gat_citeseer.yaml", "task": "node-classification",
+            "params": 10, "forward_flops_per_item": 1e6, "items_per_batch": 1, "train_items_per_s": 1.0,
+            "infer_items_per_s": 1.0, "train_flop_per_s": train_gflop_per_s * 1e9, "peak_memory_mb": 1.0,
+            "gemm_peak_flop_per_s": peak_gflop_per_s * 1e9}
+
+
+def test_the_builder_refuses_a_row_above_the_measured_gemm_peak():
+    (row,) = format_table([_row("vit_digits", 40.0, 50.0)])[2:]
+    assert "| 40.00 | 80.0 |" in row
+    with pytest.raises(ImplausibleRow, match=r"gat: .* 102\.02 GFLOP/s is 179\.0% .* \(57\.00 GFLOP/s\)"):
+        format_table([_row("vit_digits", 40.0, 50.0), _row("gat", 102.02, 57.0)])

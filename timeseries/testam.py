@@ -15,7 +15,8 @@ The spatial attention of both graph experts runs on a per-node summary of the at
 Each expert's forecast then passes a gate toward the last reading (our addition, not in the paper):
 ``g * last + (1 - g) * expert`` per sample, node and output step, with ``g`` in (0, 1) from the router's
 features. Without it the experts pulled congested sensors back to free-flow speeds too soon and lost the
-15-minute MAPE to the last-value baseline; the gate was chosen on validation (``benchmarks/timeseries.md``).
+15-minute MAPE to the last-value baseline; the gate was chosen on validation
+(``docs/experiments/2026-12-timeseries.md``).
 
 The router scores the three experts per node and sample. As in the paper, routing is trained as a
 classification with pseudo labels: the label of a (sample, node) is the expert with the lowest error

@@ -1,70 +1,50 @@
-"""One performance report for every registered model: ``attnhub bench [PATTERN]``.
+"""One performance report for every registered model: ``python -m benchmarks.run_all`` (or ``attnhub bench``).
 
 For every registered model family, a fresh process builds the data and model of the family's recipe in
 ``recipes/`` (its CPU recipe, else its GPU recipe in fp32, else the recipe of a family from the same module
 and task with the model swapped: see :func:`family_recipes`), takes one real training batch, and measures:
 
-- parameters, and FLOPs per item of a forward and of a training step (torch's ``FlopCounterMode``;
-  an item is what the task counts in a batch: an image, a node, a patient, a window);
+- parameters, and FLOPs per item of a forward and of a training step (torch's ``FlopCounterMode``, with a
+  sparse operand of a matrix product counted by its stored entries; an item is what the task counts in a
+  batch: an image, a node, a patient, a window);
 - training items/s (forward, loss, backward, AdamW step) and inference items/s (forward under
   ``inference_mode``), medians over ``steps`` timed steps after warm-up;
 - the memory of a training step: the peak growth of the resident set during the first step, when
   activations, gradients and optimizer state are all new (sampled every millisecond; CPU), or
   ``max_memory_allocated`` (CUDA);
-- the achieved FLOP/s of a training step as a fraction of the machine's matrix-multiply peak, measured
-  in the same run with a large GEMM of the same dtype and thread count;
-- where a reference implementation exists, its training items/s in the same process as a ratio:
-  for timm architectures the same module in a bare loop (``model(x)``, cross-entropy, AdamW: what the
-  hub's task and step add), for GAT a minimal PyG GAT (PyG's example in the paper's setup).
+- the achieved FLOP/s of a training step as a fraction of the machine's matrix-multiply peak, measured in the
+  same process as the best of several sizes and repetitions of a float32 GEMM (:func:`benchmarks.timing.gemm_peak`);
+  a row above 100% is refused (:class:`ImplausibleRow`): its FLOP count or its peak is wrong;
+- where a reference implementation exists (:mod:`benchmarks.references`), its training items/s in the same
+  process as a ratio.
 
 It also times ``import hub`` against ``import torch`` in fresh processes (medians of 5). Results go to
-``RESULTS.md`` and ``RESULTS.json`` (machine, torch version and thread count at the top).
-
-    attnhub bench                     # every registered family
-    attnhub bench 'vit_*' --steps 5   # a subset
+``<report>.md`` and ``<report>.json`` in ``benchmarks/results/`` (machine, torch version and thread count at the
+top); recipes are named relative to the recipes folder's parent, so the report holds no path of the machine.
 """
 from __future__ import annotations
 
 import argparse
 import fnmatch
 import json
-import os
 import platform
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmarks import RESULTS, ROOT
+from benchmarks.timing import GEMM_SIZES, PeakRSS, gemm_peak, timed
 from hub.cards import atomic_write_bytes
-
-GEMM_SIZE = 2048
-
-
-def write_page(path: Path, generated: str, notes_heading: str) -> None:
-    """Write a benchmark page: ``generated`` (tables a script makes), then ``notes_heading`` and the hand-written
-    text that followed it in the page's previous version, so that rerunning a script keeps the notes."""
-    kept = path.read_text().partition(notes_heading)[2] if path.is_file() else "\n"
-    atomic_write_bytes(path, (generated + notes_heading + kept).encode())
+from hub.errors import HubError
 
 
-def gemm_peak(dtype: torch.dtype = torch.float32, size: int = GEMM_SIZE, repeats: int = 5,
-              device: str = "cpu") -> float:
-    """The machine's matrix-multiply throughput in FLOP/s: best of ``repeats`` (size x size) products."""
-    a = torch.randn(size, size, dtype=dtype, device=device)
-    b = torch.randn(size, size, dtype=dtype, device=device)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        _sync(device)
-        start = time.perf_counter()
-        a @ b
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
+class ImplausibleRow(HubError):
+    """A measured row that cannot be right, such as a training step faster than the machine's GEMM peak."""
 
 
 def import_times(repeats: int = 5) -> dict[str, float]:
@@ -78,11 +58,6 @@ def import_times(repeats: int = 5) -> dict[str, float]:
             times.append(time.perf_counter() - start)
         result[module] = statistics.median(times)
     return result
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def family_recipes(recipes_dir: Path, families: list[str]) -> dict[str, tuple[Path, str]]:
@@ -114,108 +89,25 @@ def family_recipes(recipes_dir: Path, families: list[str]) -> dict[str, tuple[Pa
     return chosen
 
 
-class _PeakRSS:
-    """Peak resident-set growth over a block, sampled every millisecond from ``/proc/self/statm``."""
-
-    def __init__(self):
-        self.page = os.sysconf("SC_PAGE_SIZE")
-        self.peak = self.start = 0
-        self._stop = threading.Event()
-
-    def _rss(self) -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * self.page
-
-    def _sample(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._rss())
-            time.sleep(0.001)
-
-    def __enter__(self):
-        self.start = self.peak = self._rss()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def growth_mb(self) -> float:
-        return (self.peak - self.start) / 2**20
+def _mm_flops(a: torch.Tensor, b: torch.Tensor, *args, **kwargs) -> int:
+    """FLOPs of ``a @ b`` (a: (n, k), b: (k, m)), a sparse operand counted by its stored entries:
+    ``FlopCounterMode`` counts it as dense (GAT's bag-of-words features)."""
+    if a.layout != torch.strided:
+        return 2 * a._nnz() * b.shape[1]
+    if b.layout != torch.strided:
+        return 2 * b._nnz() * a.shape[0]
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1]
 
 
-def timed(fns: list, steps: int, warmup: int, device: str) -> list[list[float]]:
-    """Seconds of each call of each function (one list per function); calls interleaved round by round,
-    so a change in the machine's load during the run falls on all of them alike."""
-    for _ in range(warmup):
-        for fn in fns:
-            fn()
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(steps):
-        for fn, log in zip(fns, times):
-            _sync(device)
-            start = time.perf_counter()
-            fn()
-            _sync(device)
-            log.append(time.perf_counter() - start)
-    return times
+_mm_flops._get_raw = True  # FlopCounterMode passes the tensors themselves, not their shapes
 
 
-def _reference(family: str, model: torch.nn.Module, batch, task) -> tuple[str, Any] | None:
-    """``(description, train_step)`` of the reference implementation for this family, or None."""
-    import timm
-    import torch.nn.functional as F
+def _count_flops(fn) -> int:
+    from torch.utils.flop_counter import FlopCounterMode
 
-    if isinstance(model, timm.models.VisionTransformer | timm.models.CoaT | timm.models.ByobNet | timm.models.ResNet):
-        x, y = batch
-        reference = _clone(model)
-        optimizer = torch.optim.AdamW(reference.parameters())
-
-        def bare_step():
-            optimizer.zero_grad(set_to_none=True)
-            F.cross_entropy(reference(x), y).backward()
-            optimizer.step()
-
-        return "the same timm module, bare loop", bare_step
-    if family == "gat":
-        graph = batch
-        reference = PlainGAT(graph.x.shape[1], model.num_classes)
-        x = graph.x.to_dense() if graph.x.layout != torch.strided else graph.x
-        optimizer = torch.optim.Adam(reference.parameters(), lr=0.005, weight_decay=5e-4)
-
-        def pyg_step():
-            optimizer.zero_grad(set_to_none=True)
-            out = reference(x, graph.edge_index)
-            F.cross_entropy(out[graph.train_mask], graph.y[graph.train_mask]).backward()
-            optimizer.step()
-
-        return "minimal PyG GAT", pyg_step
-    return None
-
-
-def _clone(model: torch.nn.Module) -> torch.nn.Module:
-    import copy
-
-    return copy.deepcopy(model)
-
-
-class PlainGAT(torch.nn.Module):
-    """The minimal PyG GAT (PyG's ``examples/gat.py`` in the paper's setup): the reference for ``gat``."""
-
-    def __init__(self, in_channels: int, num_classes: int):
-        from torch_geometric.nn import GATConv
-
-        super().__init__()
-        self.conv1 = GATConv(in_channels, 8, heads=8, dropout=0.6)
-        self.conv2 = GATConv(64, num_classes, heads=1, concat=False, dropout=0.6)
-
-    def forward(self, x, edge_index):
-        import torch.nn.functional as F
-
-        x = F.elu(self.conv1(F.dropout(x, 0.6, self.training), edge_index))
-        return self.conv2(F.dropout(x, 0.6, self.training), edge_index)
+    with FlopCounterMode(display=False, custom_mapping={torch.ops.aten.mm: _mm_flops}) as counter:
+        fn()
+    return counter.get_total_flops()
 
 
 def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup: int,
@@ -223,8 +115,7 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     """Measure one recipe's model on one real training batch (run in a fresh process by :func:`run`);
     ``family`` swaps in another model family on the recipe's data, keeping the recipe's model arguments that
     the family's builder accepts."""
-    from torch.utils.flop_counter import FlopCounterMode
-
+    from benchmarks.references import reference_step
     from hub.recipe import load_recipe
     from hub.tasks import create_task
     from hub.training import build_data, build_model, seed_all
@@ -262,17 +153,13 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     model.train()
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    with _PeakRSS() as rss:  # the first step: activations, gradients and optimizer state are all new
+    with PeakRSS() as rss:  # the first step: activations, gradients and optimizer state are all new
         train_step()
     memory = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else rss.growth_mb
-    with FlopCounterMode(display=False) as counter:
-        task.step(model, batch, "train")
-    forward_flops = counter.get_total_flops()
-    with FlopCounterMode(display=False) as counter:
-        train_step()
-    train_flops = counter.get_total_flops()
+    forward_flops = _count_flops(lambda: task.step(model, batch, "train"))
+    train_flops = _count_flops(train_step)
 
-    reference = _reference(recipe.model.name, model, batch, task)
+    reference = reference_step(recipe.model.name, model, batch)
     train_times, *reference_times = timed([train_step, *([reference[1]] if reference else [])], steps, warmup, device)
     train_time = statistics.median(train_times)
     model.eval()
@@ -284,6 +171,7 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
         "forward_flops_per_item": forward_flops / items, "train_flops_per_item": train_flops / items,
         "train_items_per_s": items / train_time, "infer_items_per_s": items / infer_time,
         "train_flop_per_s": train_flops / train_time, "peak_memory_mb": memory,
+        "gemm_peak_flop_per_s": gemm_peak(device=device),  # in this process, right after the timed steps
     }
     if reference is not None:
         result["reference"] = reference[0]
@@ -303,7 +191,20 @@ def _to(batch, device: str):
     return batch.to(device)
 
 
-def _format_table(results: list[dict[str, Any]], peak: float) -> list[str]:
+def percent_of_peak(row: dict[str, Any]) -> float:
+    """The row's training FLOP/s as a % of the GEMM peak measured in its process; :class:`ImplausibleRow` above
+    100%, where the FLOP count or the peak must be wrong."""
+    percent = 100 * row["train_flop_per_s"] / row["gemm_peak_flop_per_s"]
+    if percent > 100:
+        raise ImplausibleRow(
+            f"{row['family']}: a training step at {row['train_flop_per_s'] / 1e9:.2f} GFLOP/s is {percent:.1f}% of "
+            f"the GEMM peak measured in its process ({row['gemm_peak_flop_per_s'] / 1e9:.2f} GFLOP/s); above 100% "
+            "the FLOP count or the peak is wrong, so the row is refused")
+    return percent
+
+
+def format_table(results: list[dict[str, Any]]) -> list[str]:
+    """The report's table, one row per family; raises :class:`ImplausibleRow` for a row above the GEMM peak."""
     lines = ["| model | recipe | task | params | fwd MFLOP/item | items/batch | train items/s | infer items/s | "
              "train GFLOP/s | % of GEMM peak | peak mem (MB) | reference | ours / reference |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
@@ -317,12 +218,12 @@ def _format_table(results: list[dict[str, Any]], peak: float) -> list[str]:
         lines.append(
             f"| {r['family']} | {recipe} | {r['task']} | {r['params']:,} | {r['forward_flops_per_item'] / 1e6:.2f} | "
             f"{r['items_per_batch']} | {r['train_items_per_s']:.1f} | {r['infer_items_per_s']:.1f} | "
-            f"{r['train_flop_per_s'] / 1e9:.2f} | {100 * r['train_flop_per_s'] / peak:.1f} | "
+            f"{r['train_flop_per_s'] / 1e9:.2f} | {percent_of_peak(r):.1f} | "
             f"{r['peak_memory_mb']:.0f} | {r.get('reference', '')} | {ratio} |")
     return lines
 
 
-def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchmarks", steps: int = 5,
+def run(pattern: str = "*", recipes_dir: str | Path = ROOT / "recipes", out_dir: str | Path = RESULTS, steps: int = 5,
         warmup: int = 2, batch_size: int | None = None, device: str = "cpu", progress: bool = True,
         import_repeats: int = 5, report: str = "RESULTS") -> Path:
     """Benchmark every family matching ``pattern`` (globs separated by commas; one fresh process each);
@@ -331,64 +232,67 @@ def run(pattern: str = "*", recipes_dir: str = "recipes", out_dir: str = "benchm
 
     from hub.registry import list_models
 
+    recipes_dir = Path(recipes_dir).resolve()
     patterns = pattern.split(",")
     families = [f for f in list_models() if any(fnmatch.fnmatch(f, one) for one in patterns)]
-    recipes = family_recipes(Path(recipes_dir), families)
+    recipes = family_recipes(recipes_dir, families)
     if not recipes:
-        from hub.errors import HubError
-
-        raise HubError(f"no registered model family matching {pattern!r} has a recipe in {recipes_dir}, "
+        raise HubError(f"no registered model family matching {pattern!r} has a recipe in {recipes_dir.name}/, "
                        "nor a sibling family's recipe")
     threads = torch.get_num_threads()
-    peak = gemm_peak(device=device)
     results = []
     for family, (path, how) in tqdm(sorted(recipes.items()), unit="model", disable=not progress, file=sys.stderr):
-        command = [sys.executable, "-m", "hub.bench", "--one", str(path), "--family", family, "--steps", str(steps),
-                   "--warmup", str(warmup), "--device", device]
+        command = [sys.executable, "-m", "benchmarks.report", "--one", str(path), "--family", family,
+                   "--steps", str(steps), "--warmup", str(warmup), "--device", device]
         if batch_size:
             command += ["--batch-size", str(batch_size)]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)  # ROOT: where benchmarks lies
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        named = path.relative_to(recipes_dir.parent).as_posix()  # recipes/..., no path of this machine
         if done.returncode != 0 or not lines:
             error = (done.stderr.strip().splitlines() or ["no output"])[-1][:120]
-            results.append({"family": family, "recipe": str(path), "recipe_choice": how, "error": error})
+            results.append({"family": family, "recipe": named, "recipe_choice": how, "error": error})
         else:
-            results.append({**json.loads(lines[-1]), "recipe_choice": how})
+            results.append({**json.loads(lines[-1]), "recipe": named, "recipe_choice": how})
+    table = format_table(results)  # refuses an implausible row before anything is written
     imports = import_times(import_repeats)
     unmeasured = [f for f in families if f not in recipes]
+    peaks = [r["gemm_peak_flop_per_s"] for r in results if "error" not in r]
+    gemm = f"{'/'.join(map(str, GEMM_SIZES))} square float32, best of 5 each"
     machine = {"machine": platform.processor() or platform.machine(), "system": platform.platform(),
                "torch": torch.__version__, "threads": threads, "device": device,
-               "gemm_peak_gflop_per_s": peak / 1e9, "gemm": f"{GEMM_SIZE}x{GEMM_SIZE} float32",
+               "gemm_peak_gflop_per_s": max(peaks, default=0.0) / 1e9, "gemm": gemm,
                "import_torch_s": imports["torch"], "import_hub_s": imports["hub"]}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / f"{report}.json", (json.dumps({"machine": machine, "models": results}, indent=2)
                                               + "\n").encode())
+    peak_range = f"{min(peaks, default=0.0) / 1e9:.1f}-{max(peaks, default=0.0) / 1e9:.1f} GFLOP/s"
     text = [
         "# Attention Hub performance report (`attnhub bench`)", "",
         f"Machine: {machine['machine']} ({machine['system']}), torch {machine['torch']}, "
-        f"{threads} thread(s), device {device}. Matrix-multiply peak ({machine['gemm']}): "
-        f"{peak / 1e9:.1f} GFLOP/s.", "",
+        f"{threads} thread(s), device {device}. Matrix-multiply peak ({gemm}), measured in each family's "
+        f"process: {peak_range}.", "",
         f"`import torch`: {imports['torch']:.2f} s, `import hub`: {imports['hub']:.2f} s "
         f"({imports['hub'] / imports['torch']:.2f}x; medians of {import_repeats} fresh processes).", "",
         f"One real training batch of each family's recipe; medians of {steps} steps after {warmup} warm-up. "
         "Items are what the task counts (images, nodes, patients, windows). Peak memory: growth of the resident "
         "set during the first training step (activations, gradients, optimizer state). FLOPs are counted by "
-        "`FlopCounterMode`, which counts a sparse-times-dense product as dense (GAT's bag-of-words input), so "
-        "the % of peak of such models is overstated. References run in the same process, their steps alternating "
-        "with ours; the ratio is the median over rounds of (reference step time / our step time): > 1, ours is "
-        "faster.", "",
-        *_format_table(results, peak), "",
-        f"Not measured (no recipe in {recipes_dir} for them or a family of their module): "
+        "`FlopCounterMode`, a sparse operand of a matrix product by its stored entries (GAT's bag-of-words input); "
+        "% of GEMM peak is against the peak measured in the same process, and a row above 100% is refused. "
+        "References run in the same process, their steps alternating with ours; the ratio is the median over "
+        "rounds of (reference step time / our step time): > 1, ours is faster.", "",
+        *table, "",
+        f"Not measured (no recipe in {recipes_dir.name}/ for them or a family of their module): "
         f"{', '.join(unmeasured) or 'none'}.", "",
-        "Written by `attnhub bench` (`python benchmarks/run_all.py`).",
+        "Written by `python -m benchmarks.run_all` (`attnhub bench`).",
     ]
     atomic_write_bytes(out / f"{report}.md", ("\n".join(text) + "\n").encode())
     return out / f"{report}.md"
 
 
 def _main() -> None:
-    parser = argparse.ArgumentParser(description="measure one recipe's model (used by attnhub bench)")
+    parser = argparse.ArgumentParser(description="measure one recipe's model (a process of benchmarks.report.run)")
     parser.add_argument("--one", required=True)
     parser.add_argument("--family")
     parser.add_argument("--steps", type=int, default=5)
