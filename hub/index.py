@@ -68,11 +68,14 @@ def build_index() -> dict[str, dict[str, dict[str, Any]]]:
         registry._discover()
     finally:
         registry._index_disabled = False
-    models, datasets = registry.MODELS, registry.DATASETS
-    return {"families": {name: family_record(models.get(name)) for name in models.names()},
-            "datasets": {name: {"package": registry.package_of(e.builder.__module__), "domain": e.domain,
-                                "task": e.task, "description": e.description}
-                         for name, e in ((n, datasets.get(n)) for n in datasets.names())}}
+    shipped = {*registry.DOMAINS, *registry.CORE_MODULES}  # not what a user or a test registered at run time
+    models = [registry.MODELS.get(n) for n in registry.MODELS.names()]
+    datasets = [registry.DATASETS.get(n) for n in registry.DATASETS.names()]
+    return {"families": {e.name: family_record(e) for e in models
+                         if registry.package_of(e.builder.__module__) in shipped},
+            "datasets": {e.name: {"package": registry.package_of(e.builder.__module__), "domain": e.domain,
+                                  "task": e.task, "description": e.description}
+                         for e in datasets if registry.package_of(e.builder.__module__) in shipped}}
 
 
 def index_text(index: dict) -> str:
