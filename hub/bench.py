@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from hub.cards import atomic_write_bytes
+from hub.io import atomic_write_bytes
 
 GEMM_SIZE = 2048
 

@@ -30,8 +30,9 @@ import yaml
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import EMAWeightAveraging
 
-from hub.cards import PretrainedCfg, atomic_write_bytes, portable_recipe, write_card
+from hub.cards import PretrainedCfg, portable_recipe, write_card
 from hub.errors import RecipeError, TrainingError
+from hub.io import atomic_write_bytes
 from hub.plotting import save_figure
 from hub.recipe import OptimizerSection, Recipe, SchedulerSection, check_builder_args, load_recipe
 from hub.registry import get_dataset_entry, get_model_entry

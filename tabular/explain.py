@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from hub.adapters import register_explain_adapter
-from hub.cards import atomic_write_bytes
 from hub.errors import DataError
+from hub.io import atomic_write_bytes
 from hub.plotting import save_figure
 from tabular.preprocessing import TabularPreprocessor, read_table
 
