@@ -16,8 +16,9 @@ sys.path.insert(0, str(ROOT))
 
 from hub.bench import family_recipes, timed  # noqa: E402
 from hub.recipe import load_recipe  # noqa: E402
+from hub.run.module import seed_all  # noqa: E402
+from hub.run.train import build_data, build_model  # noqa: E402
 from hub.tasks import create_task  # noqa: E402
-from hub.training import build_data, build_model, seed_all  # noqa: E402
 
 
 def compare(recipe_path: Path, steps: int = 10) -> dict[str, float]:

@@ -91,7 +91,7 @@ def main() -> None:
     args = parser.parse_args()
     seeds = list(range(1, args.seeds + 1))
     if args.train:
-        from hub.training import train
+        from hub.run.train import train
 
         for name in args.sets:
             for family in HUB_MODELS:

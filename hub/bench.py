@@ -226,8 +226,9 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     from torch.utils.flop_counter import FlopCounterMode
 
     from hub.recipe import load_recipe
+    from hub.run.module import seed_all
+    from hub.run.train import build_data, build_model
     from hub.tasks import create_task
-    from hub.training import build_data, build_model, seed_all
 
     overrides = [f"data.args.batch_size={batch_size}"] if batch_size else []
     recipe = load_recipe(str(recipe_path), overrides)

@@ -83,7 +83,7 @@ def _print_run(run_dir: Path) -> None:
 
 
 def cmd_train(args) -> int:
-    from hub.training import train
+    from hub.run.train import train
 
     overrides = [*args.overrides, *([f"output_dir={args.output_dir}"] if args.output_dir else [])]
     run_dir = train(args.recipe, overrides, resume=args.resume, progress=not args.no_progress)
@@ -97,7 +97,7 @@ def cmd_finetune(args) -> int:
     from hub.models import model_card
     from hub.recipe import apply_overrides, validate_recipe
     from hub.registry import is_run_path, split_name
-    from hub.training import train
+    from hub.run.train import train
 
     options = {"target": args.target, "task": args.task, "time": args.time, "event": args.event,
                "genes": [g.strip() for g in args.genes.split(",")] if args.genes else None}
@@ -132,7 +132,7 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     for key, value in evaluate(args.name, args.overrides, progress=not args.no_progress).items():
         print(f"{key}: {value:.4f}")
