@@ -84,16 +84,15 @@ def test_finetune_and_train_write_under_runs_or_output_dir_never_a_cards_folder(
     """A card whose recipe still names its publisher's folder: finetune goes to ./runs or --output-dir."""
     import dataclasses
 
-    import hub.adapters
-    import hub.models
+    import hub.finetune
     import hub.run.train
     from hub.cli import main
 
     card = hub.model_card("vit_digits.sklearn")
     old = dataclasses.replace(card, recipe={**card.recipe, "resolved": {**card.recipe["resolved"],
                                                                         "output_dir": "/tmp/publisher/runs"}})
-    monkeypatch.setattr(hub.models, "model_card", lambda name: old)
-    monkeypatch.setattr(hub.adapters, "finetune_data_section",
+    monkeypatch.setattr(hub.finetune, "model_card", lambda name: old)
+    monkeypatch.setattr(hub.finetune, "finetune_data_section",
                         lambda card, path, **options: card.recipe["resolved"]["data"])
     calls = []
 
@@ -104,6 +103,7 @@ def test_finetune_and_train_write_under_runs_or_output_dir_never_a_cards_folder(
         calls.append(recipe.output_dir if recipe is not None else overrides)
         raise Stop
 
+    monkeypatch.setattr(hub.finetune, "train", fake_train)
     monkeypatch.setattr(hub.run.train, "train", fake_train)
     for argv in (["finetune", "vit_digits.sklearn", "--data", "mine"],
                  ["finetune", "vit_digits.sklearn", "--data", "mine", "--output-dir", "elsewhere"],
