@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytorch_lightning as pl
 
 from hub.cards import PretrainedCfg
-from hub.recipe import OptimizerSection, SchedulerSection, check_builder_args
+from hub.recipe import OptimizerSection, SchedulerSection, apply_overrides, check_builder_args
 from hub.registry import get_dataset_entry
 from hub.run.module import HubModule
 from hub.tasks import create_task
@@ -19,8 +19,6 @@ def single_device_trainer(accelerator: str, precision: str, progress: bool) -> p
 
 def card_data(card: PretrainedCfg, data_overrides: list[str] | None = None):
     """The set-up data module named by a model card (its dataset, arguments and split)."""
-    from hub.recipe import apply_overrides
-
     data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
                            data_overrides or [])["data"]
     entry = get_dataset_entry(data["name"])
