@@ -15,8 +15,9 @@ from benchmarks import RESULTS, ROOT
 from benchmarks.report import family_recipes
 from benchmarks.timing import timed
 from hub.recipe import load_recipe
+from hub.run.module import seed_all
+from hub.run.train import build_data, build_model
 from hub.tasks import create_task
-from hub.training import build_data, build_model, seed_all
 
 
 def compare(recipe_path: Path, steps: int = 10) -> dict[str, float]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import RESULTS, ROOT
-from hub.cards import atomic_write_bytes
+from hub.io import atomic_write_bytes
 
 SETS = ("metabric", "support", "gbsg", "whas")
 HUB_MODELS = ("survival_fusion", "deepsurv_mlp")
@@ -90,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     seeds = list(range(1, args.seeds + 1))
     if args.train:
-        from hub.training import train
+        from hub.run.train import train
 
         for name in args.sets:
             for family in HUB_MODELS:

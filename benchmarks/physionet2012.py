@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import RESULTS
-from hub.cards import atomic_write_bytes
+from hub.io import atomic_write_bytes
 from hub.data import data_dir
 from medical.icu_data import load_grids, physionet2012, summary_features
 

@@ -39,8 +39,8 @@ import torch
 
 from benchmarks import RESULTS, ROOT
 from benchmarks.timing import GEMM_SIZES, PeakRSS, gemm_peak, timed
-from hub.cards import atomic_write_bytes
 from hub.errors import HubError
+from hub.io import atomic_write_bytes
 
 
 class ImplausibleRow(HubError):
@@ -117,8 +117,9 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     the family's builder accepts."""
     from benchmarks.references import reference_step
     from hub.recipe import load_recipe
+    from hub.run.module import seed_all
+    from hub.run.train import build_data, build_model
     from hub.tasks import create_task
-    from hub.training import build_data, build_model, seed_all
 
     overrides = [f"data.args.batch_size={batch_size}"] if batch_size else []
     recipe = load_recipe(str(recipe_path), overrides)

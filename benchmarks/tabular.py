@@ -57,7 +57,7 @@ def inference_rows_per_s(model: torch.nn.Module, datamodule) -> float:
 
 def run_one(set_name: str, model_name: str, seed: int, runs: str, datamodule) -> dict:
     from hub.models import load
-    from hub.training import train
+    from hub.run.train import train
     from tabular.baselines import gbdt_metrics
 
     if model_name == GBDT:

@@ -104,7 +104,7 @@ def explain_nodes(card, model, inputs: list[str], out_dir: Path, data: str | Non
     """``attnhub explain NAME NODE... [--data GRAPH_FOLDER]``: one figure per node. Nodes are the ids of
     the folder's nodes.csv, or for the card's own dataset (Planetoid) node indices; default: 3 test nodes."""
     from graph.datasets import node_features, read_graph_folder
-    from hub.training import card_data
+    from hub.run.evaluate import card_data
 
     if data is not None:
         graph, names, _, _ = read_graph_folder(data)

@@ -135,7 +135,7 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
     from hub.cards import write_card
     from hub.models import load_from_card, model_card
     from hub.registry import is_run_path
-    from hub.training import card_data
+    from hub.run.evaluate import card_data
 
     card = model_card(name)
     if not card.label_names:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from hub.errors import WeightsError
+from hub.io import atomic_write_bytes
 
 
 @dataclass(frozen=True)
@@ -129,25 +129,6 @@ def read_card(path: str | os.PathLike) -> PretrainedCfg:
         raise WeightsError(f"model card {path}: unknown keys {unknown}, missing keys {missing}; "
                            f"allowed keys: {sorted(known)}")
     return PretrainedCfg(**raw, card_dir=str(path.parent))
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to a unique temporary file beside ``path``, fsync, then rename over it."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would make shipped files unreadable to other users
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_card(card: PretrainedCfg, path: str | os.PathLike) -> None:

@@ -5,6 +5,7 @@ Run ``attnhub COMMAND --help`` for the options of each command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
@@ -66,14 +67,6 @@ def cmd_info(args) -> int:
     return 0
 
 
-def _is_ddp_worker() -> bool:
-    """True in a data-parallel worker process (global rank > 0): it runs the same command line as the
-    launching process, which alone writes the run folder and reports it."""
-    from pytorch_lightning.utilities import rank_zero_only
-
-    return rank_zero_only.rank != 0
-
-
 def _print_run(run_dir: Path) -> None:
     summary = json.loads((run_dir / "metrics.json").read_text())
     for key, value in summary.get("test", {}).items():
@@ -83,41 +76,25 @@ def _print_run(run_dir: Path) -> None:
 
 
 def cmd_train(args) -> int:
-    from hub.training import train
+    from hub.run.train import is_ddp_worker, train
 
     overrides = [*args.overrides, *([f"output_dir={args.output_dir}"] if args.output_dir else [])]
     run_dir = train(args.recipe, overrides, resume=args.resume, progress=not args.no_progress)
-    if not _is_ddp_worker():
+    if not is_ddp_worker():
         _print_run(run_dir)
     return 0
 
 
 def cmd_finetune(args) -> int:
-    from hub.adapters import baseline, default_recipe, finetune_data_section
-    from hub.models import model_card
-    from hub.recipe import apply_overrides, validate_recipe
-    from hub.registry import is_run_path, split_name
-    from hub.training import train
+    from hub.finetune import finetune
+    from hub.run.train import is_ddp_worker
 
-    options = {"target": args.target, "task": args.task, "time": args.time, "event": args.event,
-               "genes": [g.strip() for g in args.genes.split(",")] if args.genes else None}
-    if not is_run_path(args.name) and split_name(args.name)[1] is None:  # a bare family: train from scratch
-        base = default_recipe(args.name, args.data, **options)
-    else:
-        card = model_card(args.name)
-        base = dict(card.recipe.get("resolved") or {})
-        if not base:
-            raise HubError(f"the card of {args.name} holds no recipe to fine-tune from")
-        base["data"] = finetune_data_section(card, args.data, **options)
-        base["model"] = {**base["model"], "init_from": args.name}
-        base["name"] = f"finetune-{card.family}"
-    base["output_dir"] = args.output_dir or "runs"  # never a folder named by a card (its publisher's machine)
-    recipe = validate_recipe(apply_overrides(base, args.overrides), f"finetune of {args.name}")
-    run_dir = train(recipe=recipe, progress=not args.no_progress)
-    if _is_ddp_worker():
+    genes = [g.strip() for g in args.genes.split(",")] if args.genes else None
+    run_dir, reference = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
+                                  target=args.target, task=args.task, time=args.time, event=args.event, genes=genes)
+    if is_ddp_worker():
         return 0
     _print_run(run_dir)
-    reference = baseline(model_card(str(run_dir)), run_dir)
     if reference is not None:
         name, metrics = reference
         print(f"{name} on the same split: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
@@ -132,80 +109,23 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     for key, value in evaluate(args.name, args.overrides, progress=not args.no_progress).items():
         print(f"{key}: {value:.4f}")
     return 0
 
 
-def output_header(card, count: int) -> list[str]:
-    """Names of a regression or forecast model's ``count`` outputs: the card's ``output_names`` (``rul``,
-    ``speed_5min``, ``risk``, a table's target, ...), or ``output_<i>`` for a card that has none."""
-    if not card.output_names:
-        return [f"output_{i}" for i in range(count)]
-    if len(card.output_names) != count:
-        raise HubError(f"the card of {card.name} names {len(card.output_names)} outputs {card.output_names} but the "
-                       f"model gave {count} per input; the card does not match its weights")
-    return list(card.output_names)
-
-
-def _prediction_cells(logits, card, k: int) -> tuple[list[str], list[list[str]]]:
-    """CSV header and, per input, the cells after its name: the outputs of a regression or forecast model (a
-    card without ``label_names``), named by :func:`output_header`, else the top-k classes with their probabilities
-    (of ``logits / temperature``: calibrated when the card has a temperature)."""
-    if not card.label_names:
-        values = logits.float().reshape(logits.shape[0], -1)  # (B, outputs)
-        return output_header(card, values.shape[1]), [[f"{v:.6f}" for v in row] for row in values.tolist()]
-    probs = (logits.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
-    top = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    header = [c for i in range(1, top.indices.shape[1] + 1) for c in (f"class_{i}", f"prob_{i}")]
-    rows = [[cell for i, p in zip(indices, values) for cell in (card.label_names[i], f"{p:.6f}")]
-            for values, indices in zip(top.values.tolist(), top.indices.tolist())]
-    return header, rows
-
-
-def _predict_table(args, model, card) -> int:
-    """``--data rows.csv``: one line per row: the row number, the prediction and, for classification, one
-    probability column per class (``proba_<class>``); a regression value is in the target's units, in a column
-    named after the target (the card's ``output_names``)."""
-    import torch
-
-    from hub.adapters import predict_logits
-
-    spec = card.input_spec.get("preprocessor", {})
-    regression = spec.get("task") == "regression"
-    classes = list(spec.get("classes") or card.label_names)
-    header = ["row", *output_header(card, 1)] if regression else ["row", "prediction", *(f"proba_{c}" for c in classes)]
-    out_file = open(args.out, "w", newline="") if args.out else None
-    writer = csv.writer(out_file or sys.stdout)
-    count = 0
-    try:
-        with torch.inference_mode():
-            for rows, outputs in predict_logits(card, model, [args.data], args.batch_size):
-                if regression:
-                    cells = [[f"{v:.6g}"] for v in outputs.float().reshape(-1).tolist()]
-                else:
-                    probs = (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
-                    cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
-                if count == 0:  # after the first batch, so a table that does not fit leaves no header behind
-                    writer.writerow(header)
-                writer.writerows([row, *c] for row, c in zip(rows, cells))
-                count += len(rows)
-    finally:
-        if out_file:
-            out_file.close()
-    if args.out:
-        print(f"wrote {count} predictions to {args.out}")
-    return 0
+def _open_out(path: str | None):
+    """``--out``: the CSV file to write to, or (no path) a context that gives None."""
+    return open(path, "w", newline="") if path else contextlib.nullcontext()
 
 
 def cmd_predict(args) -> int:
-    import torch
     from tqdm import tqdm
 
-    from hub.adapters import predict_logits
     from hub.models import load
+    from hub.predict import file_predictions, shown_row, table_predictions, write_csv
 
     if bool(args.files) == bool(args.data):
         raise HubError("give input FILES, or --data TABLE.csv for a tabular model (not both)")
@@ -215,32 +135,29 @@ def cmd_predict(args) -> int:
         if card.input_spec.get("kind") != "table":
             raise HubError(f"--data takes a table for tabular models; {args.name} takes input files "
                            f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
-        return _predict_table(args, model, card)
+        with _open_out(args.out) as out_file:
+            count = write_csv(table_predictions(model, args.data, args.batch_size), out_file or sys.stdout)
+        if args.out:
+            print(f"wrote {count} predictions to {args.out}")
+        return 0
     # no classes: outputs are values (RUL, traffic speeds, risks), printed as they are
     regression = not card.label_names
-    out_file = open(args.out, "w", newline="") if args.out else None
-    writer = csv.writer(out_file) if out_file else None
-    wrote_header = False
-    try:
-        with torch.inference_mode(), tqdm(total=len(args.files), unit="file", disable=args.no_progress,
-                                          file=sys.stderr) as bar:
-            for names, logits in predict_logits(card, model, args.files, args.batch_size):
-                header, rows = _prediction_cells(logits, card, args.top_k)
-                if not wrote_header:  # tqdm does not count when disabled, so keep a flag
-                    if writer:
-                        writer.writerow(["file", *header])
-                    if regression:  # the outputs' names (rul, rul_plus_1, ...; speed_5min, ...; risk)
-                        print("  ".join(["file", *header]))
-                    wrote_header = True
-                for name, cells in zip(names, rows):
-                    shown = [f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells)]
-                    print("  ".join([name, *shown]))
-                    if writer:
-                        writer.writerow([name, *cells])
-                bar.update(len(names))
-    finally:
-        if out_file:
-            out_file.close()
+    with _open_out(args.out) as out_file, tqdm(total=len(args.files), unit="file", disable=args.no_progress,
+                                               file=sys.stderr) as bar:
+        writer = csv.writer(out_file) if out_file else None
+        wrote_header = False
+        for header, rows in file_predictions(model, args.files, args.batch_size, args.top_k):
+            if not wrote_header:  # tqdm does not count when disabled, so keep a flag
+                if writer:
+                    writer.writerow(header)
+                if regression:  # the outputs' names (rul, rul_plus_1, ...; speed_5min, ...; risk)
+                    print("  ".join(header))
+                wrote_header = True
+            for row in rows:
+                print("  ".join(shown_row(row, regression)))
+                if writer:
+                    writer.writerow(row)
+            bar.update(len(rows))
     return 0
 
 

@@ -83,7 +83,7 @@ def index_text(index: dict) -> str:
 
 
 def main() -> None:
-    from hub.cards import atomic_write_bytes
+    from hub.io import atomic_write_bytes
     from hub.registry import INDEX_PATH, _read_index_file
 
     atomic_write_bytes(INDEX_PATH, index_text(build_index()).encode())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import os
 
-from hub.cards import atomic_write_bytes
+from hub.io import atomic_write_bytes
 
 
 def save_figure(fig, path: str | os.PathLike, dpi: int = 90, **savefig_kwargs) -> None:

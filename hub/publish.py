@@ -16,8 +16,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hub.cards import absolute_paths, atomic_write_bytes, portable_recipe, read_card, write_card
+from hub.cards import absolute_paths, portable_recipe, read_card, write_card
 from hub.errors import HubError
+from hub.io import atomic_write_bytes
 from hub.recipe import Recipe
 from hub.registry import get_model_entry, split_name
 from hub.weights import read_verified

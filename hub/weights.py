@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,8 +22,8 @@ import torch
 from safetensors.torch import load as safetensors_load
 from safetensors.torch import save as safetensors_save
 
-from hub.cards import atomic_write_bytes
 from hub.errors import DownloadError, OfflineError, WeightsError
+from hub.io import atomic_file, atomic_write_bytes
 
 log = logging.getLogger("hub")
 
@@ -44,26 +43,19 @@ def sha256_bytes(data: bytes) -> str:
 def _download(url: str, dest: Path, expected_bytes: int | None, timeout: float = 60.0) -> None:
     """Stream ``url`` to a unique temporary file beside ``dest`` and rename it once complete."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     received = 0
     try:
-        with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=timeout) as response:
+        with atomic_file(dest, suffix=".part") as f, urllib.request.urlopen(url, timeout=timeout) as response:
             announced = response.headers.get("Content-Length")
             while chunk := response.read(1 << 20):
                 f.write(chunk)
                 received += len(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        expected = expected_bytes if expected_bytes is not None else (int(announced) if announced else None)
-        if expected is not None and received != expected:
-            raise DownloadError(f"download of {url} is incomplete: received {received} bytes, expected {expected}")
-        os.replace(tmp, dest)
+            expected = expected_bytes if expected_bytes is not None else (int(announced) if announced else None)
+            if expected is not None and received != expected:
+                raise DownloadError(f"download of {url} is incomplete: received {received} bytes, expected {expected}")
     except (urllib.error.URLError, OSError, ValueError) as err:
         raise DownloadError(f"download of {url} failed after {received} bytes"
                            f"{f' of {expected_bytes}' if expected_bytes else ''}: {err}") from err
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def fetch(source: str | os.PathLike, sha256: str | None = None, num_bytes: int | None = None) -> Path:

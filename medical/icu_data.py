@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from hub.cards import atomic_write_bytes
 from hub.data import HubDataModule, data_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
+from hub.io import atomic_write_bytes
 from hub.registry import register_dataset
 from hub.weights import cache_dir, sha256_bytes
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from hub.cards import atomic_write_bytes
+from hub.io import atomic_write_bytes
 from medical.survival_metrics import harrell_c_interval, risk_group_plot, survival_metrics
 
 

@@ -50,7 +50,7 @@ def plot_tfcam_explanations(explained: dict[str, torch.Tensor], variables: list[
 @register_explain_adapter("icu_stays")
 def explain_stays(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [COUNT]``: the explanations over the first COUNT (default 256) test stays."""
-    from hub.training import card_data
+    from hub.run.evaluate import card_data
 
     if not hasattr(model, "explain"):
         raise DataError(f"{card.family} has no attention to explain; TFCAM models do")

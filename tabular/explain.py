@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from hub.adapters import register_explain_adapter
-from hub.cards import atomic_write_bytes
 from hub.errors import DataError
+from hub.io import atomic_write_bytes
 from hub.plotting import save_figure
 from tabular.preprocessing import TabularPreprocessor, read_table
 
@@ -84,7 +84,7 @@ def explain_rows(card, model, inputs: list[str], out_dir: Path, data: str | None
         x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(read_table(data)))
         where = data
     else:
-        from hub.training import card_data
+        from hub.run.evaluate import card_data
 
         test = card_data(card).test_set
         x_num, x_cat, where = test.x_num, test.x_cat, "the card's test split"

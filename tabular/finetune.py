@@ -34,7 +34,7 @@ def default_tabular_recipe(family: str, path: str, target: str | None = None, ta
 def gbdt_on_run_split(run_dir) -> tuple[str, dict[str, float]]:
     """HistGradientBoosting fitted on the training split of the run (its resolved recipe rebuilds the split)."""
     from hub.recipe import load_recipe
-    from hub.training import build_data
+    from hub.run.train import build_data
     from tabular.baselines import gbdt_metrics
 
     recipe = load_recipe(Path(run_dir) / "recipe.yaml")

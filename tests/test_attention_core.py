@@ -22,8 +22,8 @@ from hub.attention import (
     insert_cbam,
 )
 from hub.demos.set_tasks import DeepSets
+from hub.run.train import train
 from hub.testing import assert_overfits, params_without_grad
-from hub.training import train
 
 
 def naive_attention(q, k, v, mask=None):

@@ -249,7 +249,7 @@ SHIPPED = ["gat.cora", "gat.citeseer", "cat.cora", "cat.citeseer"]
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_weights_reproduce_their_card(name):
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     card = hub.model_card(name)
     assert card.num_bytes < 2_000_000

@@ -230,7 +230,7 @@ def test_calibrated_survival_undoes_an_over_spread_risk_scale():
 
 def test_shipped_weight_reproduces_its_card():
     card = hub.model_card("survival_fusion.metabric")
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     measured = evaluate("survival_fusion.metabric", progress=False)
     assert measured["test/cindex"] == pytest.approx(card.metrics["test/cindex"]["values"][0], abs=1e-4)
@@ -240,7 +240,7 @@ def test_shipped_weight_reproduces_its_card():
 @pytest.mark.parametrize("name", ["resnet_cbam_micro_32.breastmnist", "vit_micro_patch4_32.breastmnist",
                                   "coat_lite_micro_32.breastmnist"])
 def test_shipped_breastmnist_classifiers_reproduce_their_cards_and_are_calibrated(name):
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     card = hub.model_card(name)
     measured = evaluate(name, progress=False)
@@ -250,7 +250,7 @@ def test_shipped_breastmnist_classifiers_reproduce_their_cards_and_are_calibrate
 
 @pytest.mark.slow
 def test_recipe_smoke_run_and_report(repo, tmp_path):
-    from hub.training import train
+    from hub.run.train import train
     from medical.survival_report import survival_report
 
     run = train(str(repo / "recipes" / "medical" / "survival_fusion_metabric.yaml"),
@@ -425,7 +425,7 @@ def test_physionet2012_folds_are_disjoint_stratified_and_cached(tmp_path, monkey
 
 @pytest.mark.slow
 def test_shipped_tfcam_reproduces_its_card():
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     card = hub.model_card("tfcam.physionet2012")
     measured = evaluate("tfcam.physionet2012", progress=False)

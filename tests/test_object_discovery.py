@@ -124,7 +124,7 @@ def test_task_step_scores_masks_with_fixed_noise_in_evaluation():
 
 def test_recipe_trains_and_explain_draws_slots(tmp_path):
     from hub.cli import main
-    from hub.training import train
+    from hub.run.train import train
 
     run = train("recipes/vision/slot_autoencoder_micro_shapes.yaml",
                     ["trainer.max_epochs=1", "data.args.train_size=64", "data.args.val_size=16",
@@ -138,7 +138,7 @@ def test_recipe_trains_and_explain_draws_slots(tmp_path):
 
 
 def test_shipped_weights_reproduce_their_card():
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     card = hub.model_card("slot_autoencoder_micro_64.shapes")
     measured = evaluate("slot_autoencoder_micro_64.shapes", progress=False)

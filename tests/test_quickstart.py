@@ -9,8 +9,9 @@ from PIL import Image
 import hub
 from hub.cli import main
 from hub.errors import DataError
+from hub.run.evaluate import evaluate
+from hub.run.train import train
 from hub.testing import assert_overfits, params_without_grad
-from hub.training import evaluate, train
 
 
 def _write_digit_pngs(folder, indices):

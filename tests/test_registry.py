@@ -131,24 +131,24 @@ def test_model_card_fields():
     ("survival_fusion.metabric", ["risk"]),
 ])
 def test_regression_cards_name_their_outputs_in_the_predict_header(name, names):
-    from hub.cli import _prediction_cells
+    from hub.predict import prediction_cells
 
     card = hub.model_card(name)
     assert card.output_names == names
-    header, rows = _prediction_cells(torch.arange(2.0 * len(names)).reshape(2, len(names)), card, 3)
+    header, rows = prediction_cells(torch.arange(2.0 * len(names)).reshape(2, len(names)), card, 3)
     assert header == names and rows[1][0] == f"{len(names):.6f}"
     with pytest.raises(HubError, match=f"names {len(names)} outputs .* gave {len(names) + 1} per input"):
-        _prediction_cells(torch.zeros(2, len(names) + 1), card, 3)
+        prediction_cells(torch.zeros(2, len(names) + 1), card, 3)
 
 
 def test_predict_header_falls_back_to_numbered_outputs_and_classes_keep_theirs():
-    from hub.cli import _prediction_cells
+    from hub.predict import prediction_cells
 
     unnamed = dataclasses.replace(hub.model_card("rul_attention.fd001"), output_names=[])
-    assert _prediction_cells(torch.zeros(1, 3), unnamed, 3)[0] == ["output_0", "output_1", "output_2"]
+    assert prediction_cells(torch.zeros(1, 3), unnamed, 3)[0] == ["output_0", "output_1", "output_2"]
     classifier = hub.model_card("vit_digits.sklearn")
     assert classifier.output_names == []
-    assert _prediction_cells(torch.zeros(1, 10), classifier, 2)[0] == ["class_1", "prob_1", "class_2", "prob_2"]
+    assert prediction_cells(torch.zeros(1, 10), classifier, 2)[0] == ["class_1", "prob_1", "class_2", "prob_2"]
 
 
 def test_cli_list_and_info(capsys):

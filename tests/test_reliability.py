@@ -12,7 +12,8 @@ import torch
 from PIL import Image
 
 import hub
-from hub.training import AtomicCheckpointIO, train
+from hub.run.callbacks import AtomicCheckpointIO
+from hub.run.train import train
 from hub.weights import load_state_dict
 
 EPOCHS = ["trainer.max_epochs=3", "trainer.limit_val_batches=2"]

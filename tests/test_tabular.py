@@ -227,7 +227,7 @@ def test_regression_run_names_its_output_after_the_target(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["tabr.adult", "tab_transformer.adult", "tabm.adult", "mlp.adult"])
 def test_shipped_weights_reproduce_their_card_and_predict_raw_rows(name, tmp_path):
     from hub.cli import main
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
     from tabular.data import ADULT_COLUMNS, data_file
 
     card = hub.model_card(name)
@@ -301,7 +301,7 @@ def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):
 
 
 def test_tabr_recipe_run_ships_its_training_rows_as_candidates(tmp_path):
-    from hub.training import train
+    from hub.run.train import train
     from tabular.data import adult
 
     recipe = Path(__file__).parents[1] / "recipes" / "tabular" / "tabr_adult.yaml"
@@ -315,7 +315,7 @@ def test_tabr_recipe_run_ships_its_training_rows_as_candidates(tmp_path):
 
 
 def test_semi_supervised_recipe_pretrains_once_before_the_first_epoch(tmp_path):
-    from hub.training import train
+    from hub.run.train import train
 
     recipe = Path(__file__).parents[1] / "recipes" / "tabular" / "tab_transformer_adult_semi.yaml"
     run = train(str(recipe), ["data.args.pretrain_epochs=2", "trainer.max_epochs=1", "trainer.limit_train_batches=2",

@@ -12,7 +12,8 @@ import hub
 from hub.cli import main
 from hub.errors import DataError
 from hub.registry import get_dataset_entry
-from hub.training import card_data, evaluate, train
+from hub.run.evaluate import card_data, evaluate
+from hub.run.train import train
 from timeseries.rul_data import read_cmapss_units, rul_targets
 from timeseries.rul_task import NASAScore
 from timeseries.sensor_csv import read_unit_csv

@@ -11,7 +11,7 @@ import torch
 import hub
 from hub.errors import TrainingError
 from hub.registry import register_model
-from hub.training import train
+from hub.run.train import train
 from hub.weights import load_state_dict
 
 SHORT = ["trainer.max_epochs=2", "trainer.limit_train_batches=3", "trainer.limit_val_batches=2"]
@@ -84,16 +84,15 @@ def test_finetune_and_train_write_under_runs_or_output_dir_never_a_cards_folder(
     """A card whose recipe still names its publisher's folder: finetune goes to ./runs or --output-dir."""
     import dataclasses
 
-    import hub.adapters
-    import hub.models
-    import hub.training
+    import hub.finetune
+    import hub.run.train
     from hub.cli import main
 
     card = hub.model_card("vit_digits.sklearn")
     old = dataclasses.replace(card, recipe={**card.recipe, "resolved": {**card.recipe["resolved"],
                                                                         "output_dir": "/tmp/publisher/runs"}})
-    monkeypatch.setattr(hub.models, "model_card", lambda name: old)
-    monkeypatch.setattr(hub.adapters, "finetune_data_section",
+    monkeypatch.setattr(hub.finetune, "model_card", lambda name: old)
+    monkeypatch.setattr(hub.finetune, "finetune_data_section",
                         lambda card, path, **options: card.recipe["resolved"]["data"])
     calls = []
 
@@ -104,13 +103,27 @@ def test_finetune_and_train_write_under_runs_or_output_dir_never_a_cards_folder(
         calls.append(recipe.output_dir if recipe is not None else overrides)
         raise Stop
 
-    monkeypatch.setattr(hub.training, "train", fake_train)
+    monkeypatch.setattr(hub.finetune, "train", fake_train)
+    monkeypatch.setattr(hub.run.train, "train", fake_train)
     for argv in (["finetune", "vit_digits.sklearn", "--data", "mine"],
                  ["finetune", "vit_digits.sklearn", "--data", "mine", "--output-dir", "elsewhere"],
                  ["train", "recipes/quickstart.yaml", "seed=1", "--output-dir", "elsewhere"]):
         with pytest.raises(Stop):
             main(argv)
     assert calls == ["runs", "elsewhere", ["seed=1", "output_dir=elsewhere"]]
+
+
+def test_hub_training_is_a_deprecated_alias_of_hub_run(monkeypatch):
+    import importlib
+
+    import hub.run.evaluate
+    import hub.run.train
+
+    monkeypatch.delitem(sys.modules, "hub.training", raising=False)
+    with pytest.warns(DeprecationWarning, match="hub.run"):
+        old = importlib.import_module("hub.training")
+    assert (old.train, old.evaluate, old.card_data) == (hub.run.train.train, hub.run.evaluate.evaluate,
+                                                        hub.run.evaluate.card_data)
 
 
 def test_resume_matches_uninterrupted_run(repo, tmp_path):
@@ -127,7 +140,7 @@ def test_resume_matches_uninterrupted_run(repo, tmp_path):
 
 
 def test_ema_weights_are_the_ones_checkpointed_tested_and_kept(repo, tmp_path):
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     run = _train(repo, tmp_path / "a", ["trainer.ema_decay=0.5", "trainer.test_checkpoint=last"])
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
@@ -214,7 +227,7 @@ def test_ddp_on_cpu_trains_the_same_weights_in_both_processes(ddp_run):
 @pytest.mark.slow
 def test_ddp_tests_each_sample_once_and_reports_once(ddp_run):
     from hub.models import model_card
-    from hub.training import card_data, evaluate
+    from hub.run.evaluate import card_data, evaluate
 
     result, run = ddp_run
     assert len(card_data(model_card(str(run))).test_dataloader().dataset) % 2 == 1

@@ -125,7 +125,7 @@ def test_image_folder_training_augmentation_is_timms_and_seeded(tmp_path, channe
 @pytest.mark.parametrize("name", [n for n in hub.list_models(pretrained=True) if n.endswith(".cifar10")])
 def test_shipped_cifar10_weights_reproduce_their_cards(name):
     """The shipped CIFAR-10 classifiers score on the full 10k test set what their cards say."""
-    from hub.training import evaluate
+    from hub.run.evaluate import evaluate
 
     card = hub.model_card(name)
     measured = evaluate(name, progress=False)

@@ -16,7 +16,7 @@ import hub
 from hub.cards import absolute_paths, read_card, write_card
 from hub.errors import OfflineError, WeightsError
 from hub.models import load_from_card
-from hub.training import AtomicCheckpointIO
+from hub.run.callbacks import AtomicCheckpointIO
 from hub.weights import apply_state_dict, load_state_dict, save_state_dict
 
 

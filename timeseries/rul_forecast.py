@@ -75,7 +75,7 @@ def plot_rul_forecast(model: torch.nn.Module, data: RULWindowData, path: str | P
 def explain_units(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [UNIT...]``: predicted vs true RUL and the forecast of the card's test units
     (unit numbers; default: the first 6)."""
-    from hub.training import card_data
+    from hub.run.evaluate import card_data
 
     try:
         units = [int(u) for u in inputs] or None

@@ -56,7 +56,7 @@ def plot_routing(model: torch.nn.Module, data, path: str | Path, split: str = "t
 @register_explain_adapter("traffic_series")
 def explain_routing(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [train|val|test]``: TESTAM's routing over the card's split (default test)."""
-    from hub.training import card_data
+    from hub.run.evaluate import card_data
 
     if not hasattr(model, "forward_experts"):
         raise DataError(f"{card.family} has no experts to route between; explanations are TESTAM's routing")

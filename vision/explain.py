@@ -70,7 +70,7 @@ def explain_image_files(card, model, inputs: list[str], out_dir: Path):
     if inputs:
         samples = [(Path(file).stem, Path(file).name, read_image(file, card.input_spec)) for file in inputs]
     else:
-        from hub.training import card_data
+        from hub.run.evaluate import card_data
 
         test_set = card_data(card).test_set
         names = card.label_names or [str(i) for i in range(10_000)]

@@ -125,7 +125,7 @@ def explain_scenes(card, model, inputs: list[str], out_dir: Path):
     if inputs:
         samples = [(Path(f).stem, Path(f).name, read_image(f, card.input_spec), None) for f in inputs]
     else:
-        from hub.training import card_data
+        from hub.run.evaluate import card_data
 
         test_set = card_data(card).test_set
         samples = [(f"scene{i}", f"test scene {i}", *test_set[i]) for i in range(min(4, len(test_set)))]

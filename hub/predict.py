@@ -1,0 +1,89 @@
+"""Predictions as CSV rows, batch by batch: for input files, a file's name then the top-k classes with their
+probabilities (or a regression or forecast model's named outputs); for a table, a row's number then the prediction
+and one probability per class (or the value in the target's units). ``attnhub predict`` prints and writes them."""
+from __future__ import annotations
+
+import csv
+from typing import IO, Iterable, Iterator
+
+import torch
+
+from hub.adapters import predict_logits
+from hub.errors import HubError
+
+Batch = tuple[list[str], list[list]]  # the CSV header and a batch's rows
+
+
+def output_header(card, count: int) -> list[str]:
+    """Names of a regression or forecast model's ``count`` outputs: the card's ``output_names`` (``rul``,
+    ``speed_5min``, ``risk``, a table's target, ...), or ``output_<i>`` for a card that has none."""
+    if not card.output_names:
+        return [f"output_{i}" for i in range(count)]
+    if len(card.output_names) != count:
+        raise HubError(f"the card of {card.name} names {len(card.output_names)} outputs {card.output_names} but the "
+                       f"model gave {count} per input; the card does not match its weights")
+    return list(card.output_names)
+
+
+def prediction_cells(logits: torch.Tensor, card, k: int) -> tuple[list[str], list[list[str]]]:
+    """CSV header and, per input, the cells after its name: the outputs of a regression or forecast model (a
+    card without ``label_names``), named by :func:`output_header`, else the top-k classes with their probabilities
+    (of ``logits / temperature``: calibrated when the card has a temperature). ``logits``: (B, ...)."""
+    if not card.label_names:
+        values = logits.float().reshape(logits.shape[0], -1)  # (B, outputs)
+        return output_header(card, values.shape[1]), [[f"{v:.6f}" for v in row] for row in values.tolist()]
+    probs = (logits.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
+    top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    header = [c for i in range(1, top.indices.shape[1] + 1) for c in (f"class_{i}", f"prob_{i}")]
+    rows = [[cell for i, p in zip(indices, values) for cell in (card.label_names[i], f"{p:.6f}")]
+            for values, indices in zip(top.values.tolist(), top.indices.tolist())]
+    return header, rows
+
+
+def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: int = 3) -> Iterator[Batch]:
+    """Per batch of ``files``: the header (``file``, then :func:`prediction_cells`'s) and one row per file, its
+    name then its cells. ``model``: a loaded hub model (its ``pretrained_cfg`` says how to read the files)."""
+    card = model.pretrained_cfg
+    with torch.inference_mode():
+        for names, logits in predict_logits(card, model, files, batch_size):
+            header, cells = prediction_cells(logits, card, top_k)
+            yield ["file", *header], [[name, *row] for name, row in zip(names, cells)]
+
+
+def shown_row(row: list[str], regression: bool) -> list[str]:
+    """A row of :func:`file_predictions` as printed: the file's name, then its values to 3 decimals (a classifier's
+    class names as they are)."""
+    name, *cells = row
+    return [name, *(f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells))]
+
+
+def table_predictions(model, path: str, batch_size: int = 256) -> Iterator[Batch]:
+    """Per batch of the rows of the CSV table at ``path``: the header and one row per table row: its number, then
+    for classification the predicted class and one probability per class (``proba_<class>``), for regression the
+    value in the target's units, in a column named after the target (the card's ``output_names``)."""
+    card = model.pretrained_cfg
+    spec = card.input_spec.get("preprocessor", {})
+    regression = spec.get("task") == "regression"
+    classes = list(spec.get("classes") or card.label_names)
+    header = ["row", *output_header(card, 1)] if regression else ["row", "prediction", *(f"proba_{c}" for c in classes)]
+    with torch.inference_mode():
+        for rows, outputs in predict_logits(card, model, [path], batch_size):
+            if regression:
+                cells = [[f"{v:.6g}"] for v in outputs.float().reshape(-1).tolist()]
+            else:
+                probs = (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
+                cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
+            yield header, [[row, *c] for row, c in zip(rows, cells)]
+
+
+def write_csv(batches: Iterable[Batch], stream: IO[str]) -> int:
+    """Write ``batches`` to ``stream`` as CSV, the header once after the first batch (so input that fails leaves no
+    header behind); returns the number of rows written."""
+    writer = csv.writer(stream)
+    count = 0
+    for header, rows in batches:
+        if count == 0:
+            writer.writerow(header)
+        writer.writerows(rows)
+        count += len(rows)
+    return count

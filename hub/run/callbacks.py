@@ -1,0 +1,114 @@
+"""What plugs into the fitting trainer: the atomic checkpoint IO, the EMA of the weights, the per-epoch metrics
+table (``metrics.csv``) and the joint improvement rule of several monitored metrics."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import EMAWeightAveraging
+
+from hub.errors import RecipeError
+from hub.io import atomic_file
+from hub.run.folder import write_metrics_csv
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written to a temporary file and renamed; read back with ``weights_only=True``."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as f:
+            torch.save(checkpoint, f)
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None):
+        return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+
+
+class EMAWeights(EMAWeightAveraging):
+    """Lightning's EMA of the weights (``trainer.ema_decay``), restored from a checkpoint only while fitting.
+
+    Lightning's callback keeps its averaged model after ``fit``; when the same trainer then tests a checkpoint, its
+    ``on_load_checkpoint`` would load the raw (non-averaged) weights over the averaged ones the checkpoint holds.
+    Outside fitting the checkpoint's ``state_dict`` (the average) is what is evaluated, so nothing is done.
+    """
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+        if trainer.state.fn == "fit":
+            super().on_load_checkpoint(trainer, pl_module, checkpoint)
+
+
+class RunRecorder(pl.Callback):
+    """Keeps one row of metrics per epoch in ``metrics.csv``; its history is saved in checkpoints, so
+    a resumed run continues the table from the checkpoint's epoch."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.history: list[dict[str, float]] = []
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        if trainer.sanity_checking:
+            return
+        row = {"epoch": trainer.current_epoch, "step": trainer.global_step}
+        for key, value in trainer.callback_metrics.items():
+            if key.endswith("_step"):
+                continue
+            row[key.removesuffix("_epoch")] = float(value)
+        row["lr"] = float(trainer.optimizers[0].param_groups[0]["lr"])
+        self.history.append(row)
+        if trainer.is_global_zero:
+            write_metrics_csv(self.run_dir / "metrics.csv", self.history)
+
+    def state_dict(self):
+        return {"history": self.history}
+
+    def load_state_dict(self, state_dict):
+        self.history = list(state_dict["history"])
+
+
+class JointImprovement(pl.Callback):
+    """The stopping rule of the GAT paper's reference code, for several validation metrics at once.
+
+    An epoch *improves* when any metric reaches its best so far (ties count); it is *best* when all of
+    them do together. The callback logs the latest such epochs as :attr:`IMPROVED` and :attr:`BEST`, so
+    Lightning's EarlyStopping (patience on the first) and ModelCheckpoint (``best.ckpt`` on the second)
+    apply the rule unchanged; its running bests travel in checkpoints, so ``--resume`` continues it.
+    """
+
+    IMPROVED, BEST = "monitor/improved_at", "monitor/best_at"
+
+    def __init__(self, modes: dict[str, str]):
+        self.modes = modes  # metric -> "min" | "max"
+        self.bests: dict[str, float] = {}
+        self.improved_epoch = self.best_epoch = -1
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        if trainer.sanity_checking:
+            return
+        missing = [m for m in self.modes if m not in trainer.callback_metrics]
+        if missing:
+            raise RecipeError(f"trainer.monitor names {missing}, which the model does not log; "
+                              f"logged: {sorted(trainer.callback_metrics)}")
+        values = {m: float(trainer.callback_metrics[m]) for m in self.modes}
+        reached = [m not in self.bests or (v <= self.bests[m] if self.modes[m] == "min" else v >= self.bests[m])
+                   for m, v in values.items()]
+        if any(reached):
+            self.improved_epoch = trainer.current_epoch
+            if all(reached):
+                self.best_epoch = trainer.current_epoch
+            for m, v in values.items():
+                best = self.bests.get(m, v)
+                self.bests[m] = min(best, v) if self.modes[m] == "min" else max(best, v)
+        # the same on every process (computed from synced metrics); sync_dist only says so to Lightning
+        pl_module.log(self.IMPROVED, float(self.improved_epoch), sync_dist=True)
+        pl_module.log(self.BEST, float(self.best_epoch), sync_dist=True)
+
+    def state_dict(self):
+        return {"bests": self.bests, "improved_epoch": self.improved_epoch, "best_epoch": self.best_epoch}
+
+    def load_state_dict(self, state_dict):
+        self.bests = dict(state_dict["bests"])
+        self.improved_epoch, self.best_epoch = state_dict["improved_epoch"], state_dict["best_epoch"]
+
+

@@ -1,0 +1,40 @@
+"""Testing a trained model: a single-device trainer that sees each test sample once, the data a model card names
+(:func:`card_data`) and :func:`evaluate` of a pretrained tag or run folder on it."""
+from __future__ import annotations
+
+import pytorch_lightning as pl
+
+from hub.cards import PretrainedCfg
+from hub.recipe import OptimizerSection, SchedulerSection, apply_overrides, check_builder_args
+from hub.registry import get_dataset_entry
+from hub.run.module import HubModule
+from hub.tasks import create_task
+
+
+def single_device_trainer(accelerator: str, precision: str, progress: bool) -> pl.Trainer:
+    """A trainer for testing on one device (each test sample seen once), which writes nothing."""
+    return pl.Trainer(accelerator=accelerator, devices=1, strategy="auto", precision=precision, logger=False,
+                      enable_progress_bar=progress, enable_model_summary=False, enable_checkpointing=False)
+
+
+def card_data(card: PretrainedCfg, data_overrides: list[str] | None = None):
+    """The set-up data module named by a model card (its dataset, arguments and split)."""
+    data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
+                           data_overrides or [])["data"]
+    entry = get_dataset_entry(data["name"])
+    datamodule = entry.builder(**check_builder_args(entry.builder, data["args"], "data.args"))
+    datamodule.setup("test")
+    return datamodule
+
+
+def evaluate(name: str, data_overrides: list[str] | None = None, progress: bool = True) -> dict[str, float]:
+    """Test a pretrained tag or a run folder on the data named by its card (split included)."""
+    from hub.models import load_from_card, model_card
+
+    card = model_card(name)
+    datamodule = card_data(card, data_overrides)
+    model = load_from_card(card)
+    task = create_task(datamodule.task, **datamodule.task_args())
+    module = HubModule(model, task, OptimizerSection(), SchedulerSection())
+    result = single_device_trainer("auto", "32-true", progress).test(module, datamodule=datamodule, verbose=False)
+    return {k: float(v) for k, v in result[0].items()}

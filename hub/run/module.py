@@ -1,0 +1,115 @@
+"""The LightningModule that trains a hub model (:class:`HubModule`: its task's steps and metrics, the optimiser and
+learning-rate schedule of a recipe) and :func:`seed_all`."""
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+
+from hub.errors import TrainingError
+from hub.recipe import OptimizerSection, SchedulerSection
+from hub.tasks import Task
+
+
+def seed_all(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class HubModule(pl.LightningModule):
+    """Wraps a hub model with its task, optimiser and schedule."""
+
+    def __init__(self, model: torch.nn.Module, task: Task, optimizer: OptimizerSection,
+                 scheduler: SchedulerSection, recipe: dict[str, Any] | None = None):
+        super().__init__()
+        self.model = model
+        self.task = task
+        self.optimizer_cfg = optimizer
+        self.scheduler_cfg = scheduler
+        self.recipe = recipe or {}
+        self.train_metrics = task.metrics().clone(prefix="train/")
+        self.val_metrics = task.metrics().clone(prefix="val/")
+        self.test_metrics = task.metrics().clone(prefix="test/")
+
+    def forward(self, *args, **kwargs):
+        return self.model(*args, **kwargs)
+
+    @property
+    def plain_model(self) -> torch.nn.Module:
+        """The model itself, unwrapped from ``torch.compile`` (its state dict and methods)."""
+        return getattr(self.model, "_orig_mod", self.model)
+
+    def _step(self, batch, stage: str):
+        loss, preds, target = self.task.step(self.model, batch, stage)
+        batch_size = self.task.batch_size(batch)
+        # sync_dist: under data parallelism the epoch's loss is the mean over every process's batches (the
+        # torchmetrics below sync their own states)
+        self.log(f"{stage}/loss", loss, on_step=stage == "train", on_epoch=True, prog_bar=True,
+                 batch_size=batch_size, sync_dist=True)
+        if stage != "train" or self.task.metrics_in_training:
+            metrics = getattr(self, f"{stage}_metrics")
+            metrics.update(preds, target)
+            self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage != "train", batch_size=batch_size)
+        return loss
+
+    def training_step(self, batch, batch_idx):
+        loss = self._step(batch, "train")
+        if not torch.isfinite(loss):
+            raise TrainingError(f"loss is {loss.item()} at global step {self.global_step} (epoch {self.current_epoch}, "
+                                f"batch {batch_idx}); stopping. The last good checkpoint is kept in the run's "
+                                "checkpoints/last.ckpt; lower the learning rate or enable gradient clipping")
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self._step(batch, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._step(batch, "test")
+
+    def on_train_batch_start(self, batch, batch_idx):
+        # Reseed from (seed, epoch, batch, rank) so dropout and augmentation match when a run resumes; an epoch-
+        # level seed is not enough: Lightning draws from the global RNG at different points on a resumed epoch.
+        seed_all(hash((int(self.recipe.get("seed", 0)), self.current_epoch, batch_idx, self.global_rank)) % 2**31)
+
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["hub_recipe"] = self.recipe
+
+    def configure_optimizers(self):
+        cfg = self.optimizer_cfg
+        decay, no_decay = [], []
+        for name, param in self.model.named_parameters():
+            if param.requires_grad:
+                # Norm weights, biases, embeddings and tokens take no weight decay (as timm does).
+                (no_decay if param.ndim <= 1 or name.endswith(("pos_embed", "cls_token")) else decay).append(param)
+        groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        if cfg.name == "adamw":
+            optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+        elif cfg.name == "adam":  # coupled L2 on every parameter, as the GAT paper's Adam
+            optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, betas=cfg.betas,
+                                         weight_decay=cfg.weight_decay)
+        else:
+            optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=True)
+        sched = self.scheduler_cfg
+        if sched.name == "none":
+            return optimizer
+        steps_per_epoch = max(1, math.ceil(self.trainer.estimated_stepping_batches / self.trainer.max_epochs))
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = sched.warmup_epochs * steps_per_epoch
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            if sched.name == "step":
+                return sched.gamma ** ((step // steps_per_epoch) // sched.step_size)
+            progress = min(1.0, (step - warmup) / max(1, total - warmup))
+            return sched.min_lr_ratio + (1 - sched.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+

@@ -1,0 +1,249 @@
+"""Training a recipe into a run folder: the data and model it names, the Lightning trainer with its checkpoints,
+early stopping and EMA, resuming, and the test of the chosen weights once per sample by global rank zero.
+
+``train(recipe)`` writes a new run folder that never overwrites another::
+
+    runs/<recipe>/<YYYYmmdd-HHMMSS>-s<seed>[-N]/
+        recipe.yaml      the resolved recipe
+        metrics.csv      one row per epoch (train and validation metrics)
+        metrics.json     final, best and test metrics
+        checkpoints/     last.ckpt and best.ckpt, written atomically
+        curves.png       training curves
+        model.safetensors + card.json   the best weights and a model card draft (``hub.load(run)``)
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.utilities import rank_zero_only
+
+from hub.errors import RecipeError, TrainingError
+from hub.recipe import Recipe, load_recipe
+from hub.registry import get_dataset_entry, get_model_entry
+from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, RunRecorder
+from hub.run.evaluate import single_device_trainer
+from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
+from hub.run.module import HubModule, seed_all
+from hub.tasks import Task, create_task
+from hub.weights import sha256_bytes
+
+log = logging.getLogger("hub")
+RUN_DIR_ENV = "HUB_RUN_DIR"  # set by the launching process so DDP workers join its run folder
+
+
+def build_data(recipe: Recipe):
+    entry = get_dataset_entry(recipe.data.name)
+    args = dict(recipe.data.args)
+    if "seed" in entry.arg_names():
+        args.setdefault("seed", recipe.seed)
+    datamodule = entry.builder(**args)
+    datamodule.setup("fit")  # fails here, before any training, on bad data
+    return datamodule
+
+
+def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
+    from hub.models import create_model
+
+    entry = get_model_entry(recipe.model.name)
+    args = dict(recipe.model.args)
+    for name, value in datamodule.model_args().items():
+        if name not in entry.arg_names():
+            continue
+        if args.get(name, value) != value:
+            raise RecipeError(f"key 'model.args.{name}' is {args[name]} but the data '{recipe.data.name}' "
+                              f"has {name}={value}")
+        args[name] = value
+    if recipe.model.init_from:
+        model = _init_from(recipe.model.init_from, recipe.model.name, args)
+        model.train()
+        return model
+    return create_model(recipe.model.name, **args)
+
+
+def _init_from(name: str, family: str, args: dict[str, Any]) -> torch.nn.Module:
+    """Start from pretrained weights. When the data changes another dimension than ``num_classes`` (e.g.
+    ``in_channels``: a graph with other node features), the tensors that no longer fit are trained fresh."""
+    from hub.models import create_model, load, model_card
+
+    card_args = model_card(name).model_args
+    changed = sorted(k for k, v in args.items() if k != "num_classes" and k in card_args and card_args[k] != v)
+    if not changed:
+        return load(name, **args)
+    pretrained = load(name).state_dict()  # verified against the card's sha256
+    model = create_model(family, **args)
+    own = model.state_dict()
+    kept = {k: v for k, v in pretrained.items() if k in own and own[k].shape == v.shape}
+    model.load_state_dict(kept, strict=False)
+    log.warning("%s: %s differ from the card's %s; trained fresh: %s", name,
+                {k: args[k] for k in changed}, {k: card_args[k] for k in changed}, sorted(set(own) - set(kept)))
+    return model
+
+
+def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, data_callbacks: list[pl.Callback],
+             enable_progress: bool = True):
+    from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+
+    cfg = recipe.trainer
+    monitored = cfg.monitor if isinstance(cfg.monitor, list) else [cfg.monitor or task.monitor]
+    modes = {m: task.mode if m == task.monitor else ("min" if "loss" in m or "rmse" in m else "max")
+             for m in monitored}
+    joint = [JointImprovement(modes)] if len(monitored) > 1 else []
+    monitor, mode = (JointImprovement.BEST, "max") if joint else (monitored[0], modes[monitored[0]])
+    checkpoints = run_dir / "checkpoints"
+    callbacks: list[pl.Callback] = [
+        *joint,
+        # best.ckpt: the epoch with the best monitored metric (first, so it is trainer.checkpoint_callback)
+        ModelCheckpoint(dirpath=checkpoints, filename="best", monitor=monitor, mode=mode, save_top_k=1,
+                        enable_version_counter=False, auto_insert_metric_name=False),
+        # last.ckpt: every epoch (or every n steps). A separate callback, because Lightning 2.6 refreshes a
+        # monitored callback's `last` only when its best improves, which would make --resume lose epochs.
+        ModelCheckpoint(dirpath=checkpoints, filename="last", monitor=None, save_top_k=1,
+                        enable_version_counter=False, every_n_train_steps=cfg.checkpoint_every_n_steps),
+        recorder,
+        *data_callbacks,
+    ]
+    if cfg.ema_decay is not None:
+        callbacks.append(EMAWeights(decay=cfg.ema_decay))
+    if cfg.early_stopping.patience is not None:
+        callbacks.append(EarlyStopping(monitor=JointImprovement.IMPROVED if joint else monitor, mode=mode,
+                                       patience=cfg.early_stopping.patience,
+                                       min_delta=cfg.early_stopping.min_delta))
+    return pl.Trainer(
+        default_root_dir=run_dir, max_epochs=cfg.max_epochs, accelerator=cfg.accelerator, devices=cfg.devices,
+        num_nodes=cfg.num_nodes, strategy=cfg.strategy, precision=cfg.precision,
+        gradient_clip_val=cfg.gradient_clip_val, accumulate_grad_batches=cfg.accumulate_grad_batches,
+        check_val_every_n_epoch=cfg.check_val_every_n_epoch, limit_train_batches=cfg.limit_train_batches,
+        limit_val_batches=cfg.limit_val_batches, log_every_n_steps=cfg.log_every_n_steps,
+        deterministic=cfg.deterministic, callbacks=callbacks, logger=False, plugins=[AtomicCheckpointIO()],
+        enable_progress_bar=enable_progress, enable_model_summary=False, num_sanity_val_steps=0,
+    ), monitor, mode
+
+
+def _epoch_selection(recipe: Recipe, monitor: str, mode: str) -> str:
+    if monitor == JointImprovement.BEST:
+        return (f"weights of the last epoch where {', '.join(recipe.trainer.monitor)} all reached their best so far "
+                "are tested (the GAT paper's rule)")
+    return f"weights of the epoch with the best {monitor} ({mode}) are tested"
+
+
+def _check_resume(run_dir: Path, recipe: Recipe) -> None:
+    saved = load_recipe(run_dir / "recipe.yaml")
+    differing = [f"model.{k}" for k in ("name", "args", "init_from")
+                 if getattr(saved.model, k) != getattr(recipe.model, k)]
+    differing += [f"data.{k}" for k in ("name", "args") if getattr(saved.data, k) != getattr(recipe.data, k)]
+    if saved.seed != recipe.seed:
+        differing.append("seed")
+    if differing:
+        raise TrainingError(f"cannot resume {run_dir}: the recipe differs from the run's in {differing}; "
+                            "start a new run instead")
+
+
+def _replica_check(trainer: pl.Trainer, model: torch.nn.Module) -> dict[str, Any]:
+    """Under data parallelism, check that every process ended with the same parameters."""
+    digest = sha256_bytes(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters()))
+    if trainer.world_size == 1:
+        return {"world_size": 1, "in_sync": True}
+    digests = [None] * trainer.world_size
+    torch.distributed.all_gather_object(digests, digest)
+    if len(set(digests)) != 1:
+        raise TrainingError(f"data-parallel replicas diverged: parameter digests {digests}")
+    return {"world_size": trainer.world_size, "in_sync": True}
+
+
+def is_ddp_worker() -> bool:
+    """True in a data-parallel worker process (global rank > 0): it runs the same command line as the
+    launching process, which alone writes the run folder and reports it."""
+    return rank_zero_only.rank != 0
+
+
+def train(recipe_path: str | None = None, overrides: list[str] | None = None, resume: str | None = None,
+          recipe: Recipe | None = None, progress: bool = True) -> Path:
+    """Train a recipe into a new run folder (or continue ``resume``); returns the run folder. Under data
+    parallelism every process returns it; global rank zero alone tests the weights and writes the files."""
+    resume_dir = Path(resume) if resume else None
+    if resume_dir is not None:
+        if not (resume_dir / "recipe.yaml").is_file():
+            raise TrainingError(f"cannot resume {resume_dir}: it has no recipe.yaml (not a run folder)")
+        if not (resume_dir / "checkpoints" / "last.ckpt").is_file():
+            raise TrainingError(f"cannot resume {resume_dir}: it has no checkpoints/last.ckpt")
+        saved = load_recipe(resume_dir / "recipe.yaml", overrides)
+        if recipe_path is not None or recipe is not None:
+            candidate = recipe or load_recipe(recipe_path, overrides)
+            _check_resume(resume_dir, candidate)
+        else:
+            _check_resume(resume_dir, saved)
+        recipe = saved
+    elif recipe is None:
+        if recipe_path is None:
+            raise RecipeError("give a recipe file or --resume RUN_DIR")
+        recipe = load_recipe(recipe_path, overrides)
+
+    seed_all(recipe.seed)
+    datamodule = build_data(recipe)
+    model = build_model(recipe, datamodule)
+    task = create_task(datamodule.task, **datamodule.task_args())
+    data_callbacks = datamodule.callbacks(model)
+
+    if resume_dir is not None:
+        run_dir = resume_dir
+    elif os.environ.get(RUN_DIR_ENV) and os.environ.get("LOCAL_RANK", "0") != "0":
+        run_dir = Path(os.environ[RUN_DIR_ENV])  # a DDP worker joins the launcher's run folder
+    else:
+        run_dir = new_run_dir(recipe.output_dir, recipe.name or recipe.model.name, recipe.seed)
+        os.environ[RUN_DIR_ENV] = str(run_dir)
+        write_recipe(run_dir, recipe)
+
+    if recipe.trainer.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    module = HubModule(model, task, recipe.optimizer, recipe.scheduler, recipe.to_dict())
+    if recipe.trainer.compile:
+        module.model = torch.compile(module.model)
+    recorder = RunRecorder(run_dir)
+    trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, data_callbacks, progress)
+    ckpt = str(run_dir / "checkpoints" / "last.ckpt") if resume_dir is not None else None
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
+
+    replicas = _replica_check(trainer, module.model)
+    rows = list(recorder.history)
+    last_path = str(run_dir / "checkpoints" / "last.ckpt")
+    best_path = (trainer.checkpoint_callback.best_model_path if recipe.trainer.test_checkpoint == "best" else "") \
+        or last_path
+    # The test split is evaluated once per sample, by global rank zero alone on one device: under data
+    # parallelism Lightning's DistributedSampler pads the split with repeated samples to give every process an
+    # equal share, which biases the test metrics. The process group is closed first, else torchmetrics would
+    # wait in its all-gather for processes that no longer test. Only rank zero writes the files below.
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    if not trainer.is_global_zero:
+        return run_dir
+    # the checkpoint's weights (the average under EMA); its callbacks' states belong to the fitting trainer
+    module.load_state_dict(AtomicCheckpointIO().load_checkpoint(best_path)["state_dict"])
+    tester = single_device_trainer(recipe.trainer.accelerator, recipe.trainer.precision, progress)
+    test_metrics = tester.test(module, datamodule=datamodule, verbose=False)
+    test = {k: float(v) for k, v in (test_metrics[0] if test_metrics else {}).items()}
+    best_score = trainer.checkpoint_callback.best_model_score
+    best_epoch = None
+    if rows and monitor in rows[0]:
+        values = [r.get(monitor, float("nan")) for r in rows]
+        best_epoch = rows[int(np.nanargmax(values) if mode == "max" else np.nanargmin(values))]["epoch"]
+    summary = {
+        "final": rows[-1] if rows else {},
+        "best": {"monitor": monitor, "mode": mode, "value": float(best_score) if best_score is not None else None,
+                 "epoch": best_epoch, "checkpoint": Path(best_path).name},
+        "test": test,
+        "epoch_selection": _epoch_selection(recipe, monitor, mode) if best_path != last_path
+        else "weights of the last epoch are tested (fixed schedule)",
+        "replicas": replicas,
+    }
+    write_summary(run_dir, summary)
+    if rows:
+        plot_curves(rows, run_dir / "curves.png")
+    write_model(run_dir, recipe, datamodule, module.plain_model, test, str(recipe_path) if recipe_path else None,
+                overrides)
+    return run_dir
