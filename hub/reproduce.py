@@ -15,11 +15,12 @@ This module imports only light modules at import time (``import hub`` imports it
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
 
-from hub.cards import REPO_ROOT, atomic_write_bytes, portable_path
+from hub.cards import REPO_ROOT, atomic_write_bytes
 from hub.errors import HubError
 
 ABSOLUTE_TOLERANCE = 0.01  # allowed |new - card mean| of a metric whose card has n=1 or std 0
@@ -30,7 +31,8 @@ def verdict(value: float, mean: float, std: float, n: int, tolerance: float = AB
     """Whether a new metric ``value`` reproduces a card's ``mean ± std`` over ``n`` seeds.
 
     Within when ``|value - mean| <= 2 * std``; when the card has ``n == 1`` or ``std == 0`` its std says nothing
-    about the spread over seeds, so ``|value - mean| <= tolerance`` instead. A NaN value is never within.
+    about the spread over seeds, so ``|value - mean| <= tolerance`` instead. A value on the bound is within (floating
+    point rounding aside); a NaN value never is.
     Returns ``{"within", "difference", "allowed", "rule"}`` (``rule`` says which test was applied, in words).
     """
     if n > 1 and std > 0:
@@ -39,7 +41,8 @@ def verdict(value: float, mean: float, std: float, n: int, tolerance: float = AB
         why = "one seed (n=1)" if n <= 1 else "std 0"
         allowed, rule = tolerance, f"absolute tolerance {tolerance:g}, as the card has {why}"
     difference = abs(value - mean)
-    return {"within": bool(difference <= allowed), "difference": difference, "allowed": allowed, "rule": rule}
+    within = difference <= allowed or math.isclose(difference, allowed)  # on the bound is within, rounding aside
+    return {"within": bool(within), "difference": difference, "allowed": allowed, "rule": rule}
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -122,7 +125,8 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
 
     ``seeds`` default to the card's first seed; ``overrides`` (``key.path=value``) apply after the card's;
     runs go under ``output_dir`` (default ``./runs``). Returns the report (also written as ``reproduce.json`` in
-    the first new run folder, whose path is the report's ``report_file``)::
+    the first new run folder, whose path is the report's ``report_file``; there each ``run_dir`` is relative to
+    the output folder)::
 
         {"name", "recipe": {"path", "source": "file" | "resolved", "note"}, "seeds", "overrides", "tolerance",
          "runs": [{"seed", "run_dir", "test": {metric: value}}],
@@ -152,7 +156,9 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
         "runs": runs, "metrics": metrics, "all_within": all(m["within"] for m in metrics.values()),
     }
     report_file = Path(runs[0]["run_dir"]) / REPORT_FILE
-    portable = {**report, "runs": [{**run, "run_dir": portable_path(run["run_dir"])} for run in runs]}
+    # the file holds no path of this machine: its run folders are relative to the output folder
+    portable = {**report, "runs": [{**run, "run_dir": Path(run["run_dir"]).relative_to(output_dir).as_posix()}
+                                   for run in runs]}
     atomic_write_bytes(report_file, (json.dumps(portable, indent=2) + "\n").encode())
     return {**report, "report_file": str(report_file)}
 
