@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 from hub.errors import HubError
+from hub.reproduce import ABSOLUTE_TOLERANCE
 
 EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5"
           "\n  attnhub predict vit_digits.sklearn digit.png"
@@ -335,8 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="recipe overrides applied after the card's, e.g. trainer.max_epochs=5")
     p.add_argument("--seeds", help="seeds to train, comma-separated, e.g. 1,2,3 (default: the card's first seed)")
     p.add_argument("--output-dir", help="where the run folders go (default ./runs)")
-    p.add_argument("--tolerance", type=float, default=0.01, help="allowed absolute difference for a metric whose "
-                   "card has one seed or std 0 (default 0.01); otherwise a metric must lie within 2 std")
+    p.add_argument("--tolerance", type=float, default=ABSOLUTE_TOLERANCE, help="allowed absolute difference for a "
+                   f"metric whose card has one seed or std 0 (default {ABSOLUTE_TOLERANCE}); otherwise within 2 std")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_reproduce)
 

@@ -60,7 +60,7 @@ def locate_recipe(card) -> tuple[Path | None, str]:
     """The card's recipe file and a note saying where it was found: ``recipe.path`` under the working folder,
     else under the repository the package is installed from; ``(None, note)`` when it is in neither and the card
     holds a complete ``recipe.resolved`` to train instead. A card with neither is an error."""
-    recipe = card.recipe or {}
+    recipe = card.recipe
     relative = recipe.get("path")
     if relative:
         for base, where in ((Path.cwd(), "the working folder"), (REPO_ROOT, "the installed repository")):
@@ -69,8 +69,9 @@ def locate_recipe(card) -> tuple[Path | None, str]:
     if not recipe.get("resolved"):
         raise HubError(f"the card of {card.name} holds no recipe to reproduce: its recipe file "
                        f"{relative or '(none named)'} is not here and it has no resolved recipe")
-    missing = f"recipe file {relative} not found" if relative else "the card names no recipe file"
-    return None, f"{missing} in the working folder nor the installed repository: trained the card's resolved recipe"
+    where = (f"recipe file {relative} is neither in the working folder nor in the installed repository" if relative
+             else "the card names no recipe file")
+    return None, f"{where}: trained the card's resolved recipe"
 
 
 def run_overrides(card, seed: int, overrides: list[str], output_dir: str) -> list[str]:
@@ -80,7 +81,7 @@ def run_overrides(card, seed: int, overrides: list[str], output_dir: str) -> lis
         key = item.partition("=")[0].strip()
         if key in how:
             raise HubError(f"override {item!r}: give the {key} with {how[key]}, not as a key=value override")
-    card_overrides = [o for o in (card.recipe or {}).get("overrides", []) if o.partition("=")[0].strip() not in how]
+    card_overrides = [o for o in card.recipe.get("overrides", []) if o.partition("=")[0].strip() not in how]
     return [*card_overrides, f"seed={seed}", *overrides, f"output_dir={output_dir}"]
 
 
@@ -128,7 +129,8 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
     the first new run folder, whose path is the report's ``report_file``; there each ``run_dir`` is relative to
     the output folder)::
 
-        {"name", "recipe": {"path", "source": "file" | "resolved", "note"}, "seeds", "overrides", "tolerance",
+        {"name", "recipe": {"path", "source": "file" | "resolved", "note"}, "seeds", "card_seeds", "overrides",
+         "tolerance",
          "runs": [{"seed", "run_dir", "test": {metric: value}}],
          "metrics": {metric: {"card": {"mean", "std", "n"}, "new": {"mean", "std", "n", "values"},
                               "within", "difference", "allowed", "rule"}},
@@ -137,7 +139,7 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
     from hub.models import model_card
 
     card = model_card(name)
-    card_seeds = list((card.recipe or {}).get("seeds") or [(card.recipe or {}).get("resolved", {}).get("seed", 0)])
+    card_seeds = list(card.recipe.get("seeds") or [card.recipe.get("resolved", {}).get("seed", 0)])
     seeds = list(seeds) if seeds else card_seeds[:1]
     overrides = list(overrides or [])
     output_dir = output_dir or "runs"  # never a folder named by the card (its publisher's machine)
@@ -150,7 +152,7 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
     metrics = compare(card.metrics, runs, tolerance)
     report = {
         "name": name,
-        "recipe": {"path": (card.recipe or {}).get("path"), "source": "file" if recipe_path else "resolved",
+        "recipe": {"path": card.recipe.get("path"), "source": "file" if recipe_path else "resolved",
                    "note": note},
         "seeds": seeds, "card_seeds": card_seeds, "overrides": overrides, "tolerance": tolerance,
         "runs": runs, "metrics": metrics, "all_within": all(m["within"] for m in metrics.values()),

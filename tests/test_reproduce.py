@@ -117,7 +117,7 @@ def test_missing_recipe_file_falls_back_to_the_resolved_recipe(tmp_path, monkeyp
     monkeypatch.setattr(sys.modules["hub.reproduce"], "REPO_ROOT", tmp_path / "elsewhere")
     card = hub.model_card("vit_digits.sklearn")
     path, note = locate_recipe(card)
-    assert path is None and "not found" in note and "resolved recipe" in note
+    assert path is None and "is neither in the working folder" in note and "resolved recipe" in note
     report = hub.reproduce("vit_digits.sklearn", overrides=["trainer.max_epochs=1"], progress=False)
     assert report["recipe"]["source"] == "resolved" and "resolved recipe" in format_report(report)
     trained = yaml.safe_load((Path(report["runs"][0]["run_dir"]) / "recipe.yaml").read_text())
