@@ -19,6 +19,10 @@ from hub.errors import (
 )
 from hub.registry import list_datasets, list_models, register_dataset, register_model
 
+# Bound at import (the module is light: it imports training when called) so that ``hub.reproduce`` stays this
+# function: importing the submodule later would otherwise set the package's ``reproduce`` to the module.
+from hub.reproduce import reproduce
+
 __version__ = "0.1.0"
 
 
@@ -52,6 +56,6 @@ def model_card(name):
     return _card(name)
 
 
-__all__ = ["load", "load_run", "create_model", "model_card", "list_models", "list_datasets", "register_model",
-           "register_dataset", "HubError", "UnknownModelError", "RegistryError", "WeightsError", "OfflineError",
-           "RecipeError", "DataError", "TrainingError"]
+__all__ = ["load", "load_run", "create_model", "model_card", "reproduce", "list_models", "list_datasets",
+           "register_model", "register_dataset", "HubError", "UnknownModelError", "RegistryError", "WeightsError",
+           "OfflineError", "RecipeError", "DataError", "TrainingError"]

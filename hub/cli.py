@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from hub.errors import HubError
+from hub.reproduce import ABSOLUTE_TOLERANCE
 
 EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5"
           "\n  attnhub predict vit_digits.sklearn digit.png"
@@ -105,6 +106,15 @@ def cmd_calibrate(args) -> int:
     from hub.calibration import calibrate, format_report
 
     print(format_report(calibrate(args.name, args.overrides, alpha=args.alpha, progress=not args.no_progress)))
+    return 0
+
+
+def cmd_reproduce(args) -> int:
+    from hub.reproduce import format_report, parse_seeds, reproduce
+
+    report = reproduce(args.name, seeds=parse_seeds(args.seeds) if args.seeds else None, overrides=args.overrides,
+                       output_dir=args.output_dir, tolerance=args.tolerance, progress=not args.no_progress)
+    print(format_report(report))
     return 0
 
 
@@ -259,6 +269,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_finetune)
+
+    p = sub.add_parser("reproduce", help="retrain a pretrained tag from its card's recipe and print the new test "
+                       "metrics beside the card's mean ± std, with a verdict per metric")
+    p.add_argument("name", help="pretrained tag, e.g. gat.cora")
+    p.add_argument("overrides", nargs="*", help="recipe overrides applied after the card's, e.g. trainer.max_epochs=5")
+    p.add_argument("--seeds", help="seeds to train, comma-separated, e.g. 1,2,3 (default: the card's first seed)")
+    p.add_argument("--output-dir", help="where the run folders go (default ./runs)")
+    p.add_argument("--tolerance", type=float, default=ABSOLUTE_TOLERANCE, help="allowed absolute difference for a "
+                   f"metric whose card has one seed or std 0 (default {ABSOLUTE_TOLERANCE}); otherwise within 2 std")
+    p.add_argument("--no-progress", **no_progress)
+    p.set_defaults(fn=cmd_reproduce)
 
     p = sub.add_parser("eval", help="test a pretrained tag or run folder on the data its card names")
     p.add_argument("name", help="pretrained tag or run folder")
