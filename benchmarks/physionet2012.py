@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import RESULTS
-from hub.io import atomic_write_bytes
 from hub.data import data_dir
+from hub.io import atomic_write_bytes
 from medical.icu_data import load_grids, physionet2012, summary_features
 
 

@@ -87,7 +87,7 @@ def run_overrides(card, seed: int, overrides: list[str], output_dir: str) -> lis
 
 def _train_one(card, recipe_path: Path | None, overrides: list[str], progress: bool) -> Path:
     from hub.recipe import apply_overrides, validate_recipe
-    from hub.training import train
+    from hub.run.train import train
 
     if recipe_path is not None:
         return train(str(recipe_path), overrides, progress=progress)
