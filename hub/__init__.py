@@ -52,6 +52,13 @@ def model_card(name):
     return _card(name)
 
 
-__all__ = ["load", "load_run", "create_model", "model_card", "list_models", "list_datasets", "register_model",
+def export(name, format, out_dir=None):
+    """Export a pretrained tag, run folder or family to ONNX or torch.export; see :func:`hub.exporter.export`."""
+    from hub.exporter import export as _export
+
+    return _export(name, format, out_dir)
+
+
+__all__ = ["load", "export", "load_run", "create_model", "model_card", "list_models", "list_datasets", "register_model",
            "register_dataset", "HubError", "UnknownModelError", "RegistryError", "WeightsError", "OfflineError",
            "RecipeError", "DataError", "TrainingError"]
