@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import json
 import logging
 import os
@@ -31,7 +32,15 @@ import torch
 
 from hub.cards import REPO_ROOT, PretrainedCfg, atomic_write_bytes
 from hub.errors import HubError
-from hub.registry import Registry, get_model_entry, is_run_path, pretrained_tags, split_name
+from hub.registry import (
+    TIMM_PREFIX,
+    Registry,
+    get_model_entry,
+    get_pretrained_cfg,
+    is_run_path,
+    pretrained_tags,
+    split_name,
+)
 
 FORMATS = ("onnx", "pt2")
 CHECK_SIZES = (1, 3)  # the artefact must give eager PyTorch's outputs at these batch sizes
@@ -131,12 +140,10 @@ def _example(card: PretrainedCfg, size: int, seed: int = 0):
 def _inferred_card(family: str, model: torch.nn.Module) -> PretrainedCfg:
     """A card for the untrained ``family`` built with its default arguments: the input spec is an audio model's
     ``input_size`` (mel bins, frames) or that of one of the family's shipped tags, the first the model runs on."""
-    from hub.models import model_card
-
     entry = get_model_entry(family)
     defaults = {k: p.default for k, p in inspect.signature(entry.builder).parameters.items()
                 if p.default is not p.empty}
-    specs = [model_card(tag).input_spec for tag in pretrained_tags(family)]
+    specs = [get_pretrained_cfg(tag).input_spec for tag in pretrained_tags(family)]
     if entry.domain == "audio" and getattr(model, "input_size", None) is not None:
         specs.insert(0, {"kind": "audio", "num_mel_bins": model.input_size[0], "target_frames": model.input_size[1]})
     for spec in specs:
@@ -156,6 +163,9 @@ def _inferred_card(family: str, model: torch.nn.Module) -> PretrainedCfg:
 def _model_and_card(name: str) -> tuple[torch.nn.Module, PretrainedCfg]:
     from hub.models import create_model, load
 
+    if name.startswith(TIMM_PREFIX):
+        raise HubError(f"{name!r}: timm models have no model card to take an input from; export a hub family, "
+                       "pretrained tag or run folder")
     if is_run_path(name) or split_name(name)[1] is not None:
         model = load(name)
         return model.eval(), model.pretrained_cfg
@@ -218,8 +228,9 @@ def _exported_program(model, inputs, axes, name: str):
     dims: dict[str, torch.export.Dim] = {}
     dynamic = {arg: {dim: dims.setdefault(axis, torch.export.Dim(axis, min=1)) for dim, axis in arg_axes.items()}
                for arg, arg_axes in axes.items()}
-    try:
-        return torch.export.export(model, (), kwargs=inputs, dynamic_shapes=dynamic, strict=False)
+    try:  # torch.export prints the partial graph to stderr when it fails: the HubError says what failed instead
+        with contextlib.redirect_stderr(io.StringIO()):
+            return torch.export.export(model, (), kwargs=inputs, dynamic_shapes=dynamic, strict=False)
     except Exception as err:  # the exporter raises many types (UserError, GuardOnDataDependentSymNode, ...)
         raise HubError(f"{name} cannot be exported by torch.export: {_reason(err)}") from err
 
