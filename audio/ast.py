@@ -69,7 +69,7 @@ class AudioSpectrogramTransformer(nn.Module):
 
     def encode(self, patches: torch.Tensor) -> torch.Tensor:
         """Prefix tokens, positions, blocks and the final norm. Shapes: (B, N, D) -> (B, 2 + N, D)."""
-        prefix = torch.cat([self.cls_token, self.dist_token], 1).expand(len(patches), -1, -1)  # (B, 2, D)
+        prefix = torch.cat([self.cls_token, self.dist_token], 1).expand(patches.shape[0], -1, -1)  # (B, 2, D)
         tokens = self.pos_drop(torch.cat([prefix, patches], 1) + self.pos_embed)
         return self.norm(self.blocks(tokens))
 

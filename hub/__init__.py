@@ -56,6 +56,13 @@ def model_card(name):
     return _card(name)
 
 
-__all__ = ["load", "load_run", "create_model", "model_card", "reproduce", "list_models", "list_datasets",
+def export(name, format, out_dir=None):
+    """Export a pretrained tag, run folder or family to ONNX or torch.export; see :func:`hub.exporter.export`."""
+    from hub.exporter import export as _export
+
+    return _export(name, format, out_dir)
+
+
+__all__ = ["load", "load_run", "export", "create_model", "model_card", "reproduce", "list_models", "list_datasets",
            "register_model", "register_dataset", "HubError", "UnknownModelError", "RegistryError", "WeightsError",
            "OfflineError", "RecipeError", "DataError", "TrainingError"]

@@ -223,6 +223,14 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from hub.exporter import export
+
+    path = export(args.name, args.format, args.out)
+    print(f"wrote {path} with card.json and preprocess.json beside it")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnhub", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
@@ -321,6 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "models: a CSV of raw rows the row numbers refer to (default: the card's dataset)")
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
+
+    p = sub.add_parser("export", help="export a model to ONNX or torch.export (.pt2) with a dynamic batch, its "
+                       "card.json and preprocess.json; checked against PyTorch at batch 1 and 3")
+    p.add_argument("name", help="pretrained tag, run folder, or family (untrained; its input must be inferable)")
+    p.add_argument("--format", required=True, choices=("onnx", "pt2"), help="onnx (onnxruntime) or pt2 (torch.export)")
+    p.add_argument("--out", help="folder for the files (default ./exports/NAME-FORMAT)")
+    p.set_defaults(fn=cmd_export)
 
     p = sub.add_parser("bench", help="measure every registered model on its recipe's data: FLOPs, items/s, memory, "
                        "%% of the machine's GEMM peak, ratios against timm / PyG references; "

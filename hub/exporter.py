@@ -1,0 +1,322 @@
+"""Exporting a model to a file that runs without this package: ``torch.export`` (``.pt2``) or ONNX (``.onnx``).
+
+``export(name, format, out_dir)`` writes three files into ``out_dir``:
+
+- ``model.pt2`` (``torch.export.save`` of the exported program) or ``model.onnx`` (``torch.onnx.export`` with
+  ``dynamo=True``), with a dynamic batch dimension (graphs: dynamic numbers of nodes and edges);
+- ``card.json``: the model card;
+- ``preprocess.json``: the card's ``input_spec`` (what a runtime must do to raw data before the model), the
+  model's input names, shapes and dtypes, and the ``output_names`` / ``label_names`` of its outputs.
+
+The example input that tracing needs comes from the card's ``input_spec`` through :data:`EXAMPLE_INPUTS`, one
+function per input kind. After writing, the artefact is run at batch sizes 1 and 3 and compared with eager
+PyTorch; a model that cannot be exported (an operator without an ONNX kernel, data-dependent control flow,
+random draws in its forward) raises a :class:`HubError` naming the reason.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import json
+import logging
+import os
+import re
+import tempfile
+import traceback
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from hub.cards import REPO_ROOT, PretrainedCfg, atomic_write_bytes
+from hub.errors import HubError
+from hub.registry import (
+    TIMM_PREFIX,
+    Registry,
+    get_model_entry,
+    get_pretrained_cfg,
+    is_run_path,
+    pretrained_tags,
+    split_name,
+)
+
+FORMATS = ("onnx", "pt2")
+CHECK_SIZES = (1, 3)  # the artefact must give eager PyTorch's outputs at these batch sizes
+TOLERANCE = 1e-4  # max abs difference, fp32, of the check after writing
+EXPORT_SIZE = 2  # batch size of the traced example: 1 would let the exporters specialise the batch dimension
+
+# fn(input_spec, model_args, size, generator) -> ({input name: tensor}, {input name: {dim: axis name}})
+ExampleInput = Callable[[dict[str, Any], dict[str, Any], int, torch.Generator],
+                        tuple[dict[str, torch.Tensor], dict[str, dict[int, str]]]]
+EXAMPLE_INPUTS: Registry[ExampleInput] = Registry("example input for input kind")
+
+
+def _batched(inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, dict[int, str]]]:
+    return inputs, {name: {0: "batch"} for name in inputs}
+
+
+@EXAMPLE_INPUTS.decorator("image")
+@EXAMPLE_INPUTS.decorator("scene")
+def image_input(spec, model_args, size, generator):
+    """``x`` (B, C, H, W): normalised pixels."""
+    return _batched({"x": torch.randn(size, spec["channels"], spec["height"], spec["width"], generator=generator)})
+
+
+@EXAMPLE_INPUTS.decorator("audio")
+def audio_input(spec, model_args, size, generator):
+    """``x`` (B, mel bins, frames): normalised log-mel spectrograms."""
+    return _batched({"x": torch.randn(size, spec["num_mel_bins"], spec["target_frames"], generator=generator)})
+
+
+@EXAMPLE_INPUTS.decorator("table")
+def table_input(spec, model_args, size, generator):
+    """``x_num`` (B, numeric columns and missing indicators) float32, ``x_cat`` (B, categorical columns) int64
+    codes below each column's cardinality."""
+    cardinalities = torch.tensor(model_args["cat_cardinalities"], dtype=torch.float64)
+    codes = (torch.rand(size, len(cardinalities), generator=generator, dtype=torch.float64) * cardinalities).long()
+    return _batched({"x_num": torch.randn(size, model_args["num_numeric"], generator=generator), "x_cat": codes})
+
+
+@EXAMPLE_INPUTS.decorator("survival_table")
+def survival_table_input(spec, model_args, size, generator):
+    """``clinical`` (B, clinical columns), ``genes`` (B, genes) standardised, ``gene_mask`` (B, genes) bool: True
+    where a gene was measured."""
+    genes = torch.randn(size, len(spec["genes"]), generator=generator)
+    return _batched({"clinical": torch.randn(size, len(spec["clinical"]), generator=generator), "genes": genes,
+                     "gene_mask": torch.rand(size, len(spec["genes"]), generator=generator) < 0.9})
+
+
+@EXAMPLE_INPUTS.decorator("icu_stays")
+def icu_stays_input(spec, model_args, size, generator):
+    """``values`` (B, hours, variables) scaled, last observation carried forward; ``mask`` (B, hours, variables)
+    bool: observed that hour; ``static`` (B, admission descriptors)."""
+    shape = (size, spec["hours"], len(spec["variables"]))
+    return _batched({"values": torch.rand(shape, generator=generator), "mask": torch.rand(shape, generator=generator)
+                     < 0.3, "static": torch.randn(size, model_args["num_static"], generator=generator)})
+
+
+@EXAMPLE_INPUTS.decorator("sensor_series")
+def sensor_series_input(spec, model_args, size, generator):
+    """``x`` (B, window cycles, sensors): min-max scaled sensor readings."""
+    return _batched({"x": torch.rand(size, spec["window"], len(spec["sensors"]), generator=generator)})
+
+
+@EXAMPLE_INPUTS.decorator("traffic_series")
+def traffic_series_input(spec, model_args, size, generator):
+    """``x`` (B, input steps, sensors, 2): standardised speed and time of day (fraction of the day)."""
+    speed = torch.randn(size, spec["input_steps"], spec["num_nodes"], 1, generator=generator)
+    time_of_day = torch.rand(size, spec["input_steps"], 1, 1, generator=generator).expand_as(speed)
+    return _batched({"x": torch.cat([speed, time_of_day], -1)})
+
+
+@EXAMPLE_INPUTS.decorator("graph")
+def graph_input(spec, model_args, size, generator):
+    """``x`` (nodes, features), ``edge_index`` (2, edges) int64; ``size`` is the number of nodes (a graph is
+    one sample: the dynamic dimensions are its numbers of nodes and edges, not a batch)."""
+    x = torch.rand(size, spec["num_features"], generator=generator)
+    if spec.get("normalize"):
+        x = x / x.sum(1, keepdim=True)
+    edge_index = torch.randint(0, size, (2, 4 * size), generator=generator)
+    return {"x": x, "edge_index": edge_index}, {"x": {0: "nodes"}, "edge_index": {1: "edges"}}
+
+
+def example_inputs(card: PretrainedCfg, size: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Seeded inputs of ``size`` samples (graphs: nodes) in the shapes and dtypes the model of ``card`` takes,
+    named as its ``forward`` arguments."""
+    return _example(card, size, seed)[0]
+
+
+def _example(card: PretrainedCfg, size: int, seed: int = 0):
+    kind = card.input_spec.get("kind")
+    if kind is None:
+        raise HubError(f"the card of {card.name} has no input_spec.kind; cannot tell what input to export with")
+    if kind not in EXAMPLE_INPUTS:
+        raise HubError(f"no example input for inputs of kind {kind!r} (available: {EXAMPLE_INPUTS.names()})")
+    return EXAMPLE_INPUTS.get(kind)(card.input_spec, card.model_args, size, torch.Generator().manual_seed(seed))
+
+
+def _inferred_card(family: str, model: torch.nn.Module) -> PretrainedCfg:
+    """A card for the untrained ``family`` built with its default arguments: the input spec is an audio model's
+    ``input_size`` (mel bins, frames) or that of one of the family's shipped tags, the first the model runs on."""
+    entry = get_model_entry(family)
+    defaults = {k: p.default for k, p in inspect.signature(entry.builder).parameters.items()
+                if p.default is not p.empty}
+    specs = [get_pretrained_cfg(tag).input_spec for tag in pretrained_tags(family)]
+    if entry.domain == "audio" and getattr(model, "input_size", None) is not None:
+        specs.insert(0, {"kind": "audio", "num_mel_bins": model.input_size[0], "target_frames": model.input_size[1]})
+    for spec in specs:
+        card = PretrainedCfg(name=family, sha256="", num_bytes=0, task=entry.task, model_args=defaults,
+                             input_spec=spec, notes="untrained: exported with the family's default arguments")
+        try:
+            with torch.no_grad():
+                model(**example_inputs(card, EXPORT_SIZE))
+        except Exception:  # this spec does not fit the default model: try the next
+            continue
+        return card
+    raise HubError(f"{family!r} is an untrained family with no model card, and its input cannot be inferred (from "
+                   "a shipped tag's input_spec or an audio model's input_size); export a pretrained tag or a run "
+                   "folder, whose card's input_spec says what the model takes")
+
+
+def _model_and_card(name: str) -> tuple[torch.nn.Module, PretrainedCfg]:
+    from hub.models import create_model, load
+
+    if name.startswith(TIMM_PREFIX):
+        raise HubError(f"{name!r}: timm models have no model card to take an input from; export a hub family, "
+                       "pretrained tag or run folder")
+    if is_run_path(name) or split_name(name)[1] is not None:
+        model = load(name)
+        return model.eval(), model.pretrained_cfg
+    model = create_model(name).eval()
+    return model, _inferred_card(name, model)
+
+
+def _user_frame(err: BaseException) -> str:
+    """``path:line in function: code`` of the innermost frame of this repository's code (not this module) in the
+    traceback of ``err``: where a model's forward did what the exporter could not follow."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if Path(f.filename).is_relative_to(REPO_ROOT) and Path(f.filename) != Path(__file__)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f"{Path(frame.filename).relative_to(REPO_ROOT).as_posix()}:{frame.lineno} in {frame.name}: {frame.line}"
+
+
+def _reason(err: BaseException) -> str:
+    """What an exporter's error says failed (operator, guard), without its traceback, and where in our code."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    text = f"{type(err).__name__}: {' '.join(lines[:2])[:500]}"
+    if "DataDependent" in type(err).__name__:
+        text = ("its forward turns tensor values into Python numbers or branches on them (data-dependent control "
+                f"flow), which an exported graph cannot hold; {text}")
+    where = _user_frame(err)
+    return f"{text} (at {where})" if where else text
+
+
+@contextlib.contextmanager
+def _quiet_exporters():
+    """Silence the exporters' warnings and graph dumps (a failure is raised as a HubError instead)."""
+    loggers = [logging.getLogger(n) for n in ("torch.fx.experimental.symbolic_shapes", "torch._export",
+                                               "torch.export", "torch.onnx", "onnxscript")]
+    levels = [logger.level for logger in loggers]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for logger in loggers:
+                logger.setLevel(logging.CRITICAL)
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _check_deterministic(model: torch.nn.Module, inputs: dict[str, torch.Tensor], name: str) -> torch.Tensor:
+    with torch.no_grad():
+        first, second = model(**inputs), model(**inputs)
+    if not isinstance(first, torch.Tensor):
+        raise HubError(f"{name} returns {type(first).__name__}, not one tensor; only single-output models export")
+    if not torch.equal(first, second):
+        raise HubError(f"{name} is not a deterministic function of its input in eval mode (its forward draws "
+                       "random numbers, e.g. slot attention's initial slots); an exported artefact would not "
+                       "reproduce it")
+    return first
+
+
+def _exported_program(model, inputs, axes, name: str):
+    dims: dict[str, torch.export.Dim] = {}
+    dynamic = {arg: {dim: dims.setdefault(axis, torch.export.Dim(axis, min=1)) for dim, axis in arg_axes.items()}
+               for arg, arg_axes in axes.items()}
+    try:  # torch.export prints the partial graph to stderr when it fails: the HubError says what failed instead
+        with contextlib.redirect_stderr(io.StringIO()):
+            return torch.export.export(model, (), kwargs=inputs, dynamic_shapes=dynamic, strict=False)
+    except Exception as err:  # the exporter raises many types (UserError, GuardOnDataDependentSymNode, ...)
+        raise HubError(f"{name} cannot be exported by torch.export: {_reason(err)}") from err
+
+
+def _write_onnx(program, path: Path, input_names: list[str], name: str) -> None:
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            onnx_program = torch.onnx.export(program, dynamo=True, input_names=input_names, output_names=["output"],
+                                             optimize=True, verbose=False)
+            onnx_program.save(Path(tmp) / "model.onnx")
+            atomic_write_bytes(path, (Path(tmp) / "model.onnx").read_bytes())
+    except ImportError as err:
+        raise HubError(f"ONNX export needs onnx and onnxscript ({err}); pip install 'attention-hub[export]'") from err
+    except Exception as err:
+        raise HubError(f"{name} cannot be exported to ONNX: {_reason(err)}") from err
+
+
+def run_artefact(path: str | os.PathLike, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The output of an exported ``.pt2`` or ``.onnx`` file for ``inputs`` (named as the model's arguments)."""
+    path = Path(path)
+    if path.suffix == ".pt2":
+        program = torch.export.load(path)
+        with torch.no_grad():
+            return program.module()(**inputs)
+    try:
+        import onnxruntime
+    except ImportError as err:
+        raise HubError("running an ONNX file needs onnxruntime; pip install 'attention-hub[export]'") from err
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feed = {i.name: inputs[i.name].numpy() for i in session.get_inputs()}
+    return torch.from_numpy(session.run(None, feed)[0])
+
+
+def _check(path: Path, model, card: PretrainedCfg, name: str) -> None:
+    for size in CHECK_SIZES:
+        inputs = example_inputs(card, size, seed=size)
+        with torch.no_grad():
+            expected = model(**inputs)
+        try:
+            got = run_artefact(path, inputs)
+        except Exception as err:
+            raise HubError(f"the exported {path.name} of {name} does not run at size {size}: {_reason(err)}") from err
+        if got.shape != expected.shape or (got - expected).abs().max() > TOLERANCE:
+            raise HubError(f"the exported {path.name} of {name} differs from PyTorch at size {size}: shape "
+                           f"{tuple(got.shape)} vs {tuple(expected.shape)}, max abs difference "
+                           f"{(got - expected).abs().max() if got.shape == expected.shape else 'n/a'}")
+
+
+def _preprocess(card: PretrainedCfg, inputs: dict[str, torch.Tensor], axes: dict[str, dict[int, str]],
+                output: torch.Tensor) -> dict[str, Any]:
+    def shape(tensor, arg_axes):
+        return [arg_axes.get(i, n) for i, n in enumerate(tensor.shape)]
+
+    return {"input_spec": card.input_spec,
+            "inputs": [{"name": n, "shape": shape(t, axes[n]), "dtype": str(t.dtype).removeprefix("torch.")}
+                       for n, t in inputs.items()],
+            "output": {"name": "output", "shape": shape(output, axes[next(iter(inputs))])},  # first axis as x's
+            "output_names": card.output_names, "label_names": card.label_names}
+
+
+def export(name: str, format: str, out_dir: str | os.PathLike | None = None) -> Path:
+    """Export the model ``name`` (pretrained tag, run folder, or an untrained family whose input can be
+    inferred) as ``format`` (``"onnx"`` or ``"pt2"``) into ``out_dir`` (default ``./exports/NAME-FORMAT``) with
+    its ``card.json`` and ``preprocess.json``; returns the artefact's path.
+
+    >>> path = export("vit_digits.sklearn", "onnx", "exports/vit_digits")  # doctest: +SKIP
+    """
+    if format not in FORMATS:
+        raise HubError(f"unknown export format {format!r}; expected one of {', '.join(FORMATS)}")
+    model, card = _model_and_card(name)
+    inputs, axes = _example(card, EXPORT_SIZE)
+    output = _check_deterministic(model, inputs, name)
+    safe_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", Path(name).name if is_run_path(name) else name)
+    out = Path(out_dir) if out_dir is not None else Path("exports") / f"{safe_name}-{format}"
+    path = out / f"model.{format}"
+    with _quiet_exporters():
+        program = _exported_program(model, inputs, axes, name)
+        out.mkdir(parents=True, exist_ok=True)
+        if format == "pt2":
+            with tempfile.TemporaryDirectory() as tmp:
+                torch.export.save(program, Path(tmp) / "model.pt2")
+                atomic_write_bytes(path, (Path(tmp) / "model.pt2").read_bytes())
+        else:
+            _write_onnx(program, path, list(inputs), name)
+        _check(path, model, card, name)
+    atomic_write_bytes(out / "card.json", (json.dumps(card.to_dict(), indent=2) + "\n").encode())
+    atomic_write_bytes(out / "preprocess.json",
+                       (json.dumps(_preprocess(card, inputs, axes, output), indent=2) + "\n").encode())
+    return path
