@@ -19,10 +19,6 @@ from hub.errors import (
 )
 from hub.registry import list_datasets, list_models, register_dataset, register_model
 
-# Bound at import (the module is light: it imports training when called) so that ``hub.reproduce`` stays this
-# function: importing the submodule later would otherwise set the package's ``reproduce`` to the module.
-from hub.reproduce import reproduce
-
 __version__ = "0.1.0"
 
 
@@ -54,6 +50,15 @@ def model_card(name):
     from hub.models import model_card as _card
 
     return _card(name)
+
+
+def reproduce(name, seeds=None, overrides=None, output_dir=None, tolerance=None, progress=True):
+    """Retrain a tag from its card's recipe and compare with the card; see :func:`hub.reproduction.reproduce`."""
+    from hub.reproduction import ABSOLUTE_TOLERANCE
+    from hub.reproduction import reproduce as _reproduce
+
+    return _reproduce(name, seeds=seeds, overrides=overrides, output_dir=output_dir,
+                      tolerance=ABSOLUTE_TOLERANCE if tolerance is None else tolerance, progress=progress)
 
 
 def export(name, format, out_dir=None):

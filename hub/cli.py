@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from hub.errors import HubError
-from hub.reproduce import ABSOLUTE_TOLERANCE
+from hub.reproduction import ABSOLUTE_TOLERANCE
 
 EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5"
           "\n  attnhub predict vit_digits.sklearn digit.png"
@@ -110,7 +110,7 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from hub.reproduce import format_report, parse_seeds, reproduce
+    from hub.reproduction import format_report, parse_seeds, reproduce
 
     report = reproduce(args.name, seeds=parse_seeds(args.seeds) if args.seeds else None, overrides=args.overrides,
                        output_dir=args.output_dir, tolerance=args.tolerance, progress=not args.no_progress)

@@ -13,7 +13,7 @@ import hub
 from hub.cards import absolute_paths
 from hub.cli import main
 from hub.errors import HubError
-from hub.reproduce import REPORT_FILE, compare, format_report, locate_recipe, parse_seeds, run_overrides, verdict
+from hub.reproduction import REPORT_FILE, compare, format_report, locate_recipe, parse_seeds, run_overrides, verdict
 
 
 def test_verdict_within_two_std_of_the_card():
@@ -67,8 +67,8 @@ def test_run_overrides_replace_the_cards_seed_and_come_after_the_cards():
 
 
 def test_hub_reproduce_stays_the_function_once_the_module_is_imported():
-    importlib.import_module("hub.reproduce")
-    assert hub.reproduce is sys.modules["hub.reproduce"].reproduce
+    importlib.import_module("hub.reproduction")
+    assert callable(hub.reproduce) and hub.reproduce.__module__ == "hub"
 
 
 def test_reproduce_quickstart_short_schedule_is_flagged(tmp_path, monkeypatch):
@@ -114,7 +114,7 @@ def test_reproduce_graph_card_from_the_command_line(tmp_path, capsys):
 
 def test_missing_recipe_file_falls_back_to_the_resolved_recipe(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys.modules["hub.reproduce"], "REPO_ROOT", tmp_path / "elsewhere")
+    monkeypatch.setattr(sys.modules["hub.reproduction"], "REPO_ROOT", tmp_path / "elsewhere")
     card = hub.model_card("vit_digits.sklearn")
     path, note = locate_recipe(card)
     assert path is None and "is neither in the working folder" in note and "resolved recipe" in note
