@@ -52,13 +52,14 @@ ROWS_NAME = "rows.csv"  # a table request's JSON rows, written as CSV for the ta
 @dataclass
 class Job:
     """One request: its input paths on disk (``paths``, in its own ``folder``), the names the client knows them by
-    (``shown``: path -> uploaded name), how many inputs it counts for in a batch, and the future of its answer."""
+    (``shown``: path -> uploaded name), how many inputs it counts for in a batch, and, once queued, the future of its
+    answer."""
     folder: Path
     paths: list[Path]
     shown: dict[str, str]
     size: int
     top_k: int
-    future: asyncio.Future = field(repr=False)
+    future: asyncio.Future | None = field(default=None, repr=False)
 
     def client_text(self, text: str) -> str:
         """``text`` with this job's temporary paths replaced by the names the client sent."""
@@ -83,6 +84,7 @@ class BatchingPredictor:
     async def predict(self, job: Job) -> list[dict[str, str]]:
         """``job``'s predictions, once the worker has run its batch; raises what its inputs raised."""
         self.requests += 1
+        job.future = asyncio.get_running_loop().create_future()
         await self.queue.put(job)
         return await job.future
 
@@ -116,13 +118,13 @@ class BatchingPredictor:
         if self.kind in BATCHED_KINDS and len(jobs) > 1:
             try:
                 return self._batched(jobs)
-            except Exception as err:  # noqa: BLE001 - some job's input; each job runs alone to find which
+            except Exception as err:  # some job's input: each job runs alone, to find which
                 log.debug("a batch of %d requests failed (%s); running them one by one", len(jobs), err)
         answers = []
         for job in jobs:
             try:
                 answers.append(self._alone(job))
-            except Exception as err:  # noqa: BLE001 - the job's answer is its error, the server goes on
+            except Exception as err:  # the job's answer is its error; the server goes on
                 answers.append(err)
         return answers
 
@@ -178,9 +180,9 @@ def _write_rows(rows: Any, path: Path) -> int:
 def load_served(name: str):
     """The model of a pretrained tag or run folder, checked to be one ``serve`` can answer for."""
     from hub.models import load
-    from hub.registry import is_run_path, split_name
+    from hub.registry import TIMM_PREFIX, is_run_path, split_name
 
-    if not is_run_path(name) and (name.startswith("timm/") or split_name(name)[1] is None):
+    if not is_run_path(name) and (name.startswith(TIMM_PREFIX) or split_name(name)[1] is None):
         raise HubError(f"attnhub serve takes a pretrained tag (family.tag) or a run folder, got {name!r}: an "
                        "untrained family has no card to say what input it takes")
     model = load(name).eval()
@@ -224,20 +226,18 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
             return refuse(400, f"top_k must be >= 1, got {top_k}")
         folder = Path(tempfile.mkdtemp(prefix="attnhub-serve-"))
         try:
-            if predictor.kind == TABLE_KIND:
-                job = await _table_job(request, folder, top_k)
-            else:
-                job = await _file_job(request, folder, top_k, predictor.kind)
-        except DataError as err:
-            shutil.rmtree(folder, ignore_errors=True)
-            return refuse(400, str(err))
-        try:
-            return {"model": name, "predictions": await predictor.predict(job)}
-        except HubError as err:
-            return refuse(422, job.client_text(str(err)))
-        except Exception as err:  # noqa: BLE001 - an input no reader foresaw; the server goes on
-            log.exception("request failed")
-            return refuse(500, job.client_text(f"{type(err).__name__}: {err}"))
+            try:
+                job = await (_table_job(request, folder, top_k) if predictor.kind == TABLE_KIND
+                             else _file_job(request, folder, top_k, predictor.kind))
+            except DataError as err:
+                return refuse(400, str(err))
+            try:
+                return {"model": name, "predictions": await predictor.predict(job)}
+            except HubError as err:
+                return refuse(422, job.client_text(str(err)))
+            except Exception as err:  # an input no reader foresaw; the server goes on
+                log.exception("request failed")
+                return refuse(500, job.client_text(f"{type(err).__name__}: {err}"))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -247,10 +247,6 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
 def _missing_package(err: ModuleNotFoundError) -> HubError:
     return HubError(f"attnhub serve needs fastapi, uvicorn and python-multipart ({err.name} is missing): "
                     "pip install 'attention-hub[serve]'")
-
-
-def _future() -> asyncio.Future:
-    return asyncio.get_running_loop().create_future()
 
 
 async def _table_job(request, folder: Path, top_k: int) -> Job:
@@ -263,7 +259,7 @@ async def _table_job(request, folder: Path, top_k: int) -> Job:
         raise DataError(f"the body is not valid JSON ({err})") from None
     path = folder / ROWS_NAME
     size = _write_rows(body.get("rows") if isinstance(body, dict) else None, path)
-    return Job(folder, [path], {str(path): "the JSON rows"}, size, top_k, _future())
+    return Job(folder, [path], {str(path): "the JSON rows"}, size, top_k)
 
 
 async def _file_job(request, folder: Path, top_k: int, kind: str) -> Job:
@@ -287,8 +283,8 @@ async def _file_job(request, folder: Path, top_k: int, kind: str) -> Job:
         paths.append(path)
         shown[str(path)] = name
     if kind in FOLDER_KINDS:
-        return Job(folder, [folder], shown, 1, top_k, _future())
-    return Job(folder, paths, shown, len(paths), top_k, _future())
+        return Job(folder, [folder], shown, 1, top_k)
+    return Job(folder, paths, shown, len(paths), top_k)
 
 
 def serve(name: str, host: str = "127.0.0.1", port: int = 8000, max_batch_size: int = 64,

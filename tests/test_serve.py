@@ -185,7 +185,7 @@ def test_a_failing_batch_is_answered_request_by_request(digit_pngs, tmp_path):
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"not an image")
     predictor = BatchingPredictor(load_served("vit_digits.sklearn"), max_batch_size=16, max_wait_ms=0)
-    jobs = [Job(path.parent, [path], {str(path): path.name}, 1, 3, None) for path in (paths[0], broken, paths[1])]
+    jobs = [Job(path.parent, [path], {str(path): path.name}, 1, 3) for path in (paths[0], broken, paths[1])]
     first, failed, last = predictor.answers(jobs)
     assert isinstance(failed, DataError) and "broken.png" in jobs[1].client_text(str(failed))
     _assert_as_predicted(first, paths[:1], expected)
