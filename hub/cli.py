@@ -171,6 +171,13 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from hub.serve import serve
+
+    serve(args.name, host=args.host, port=args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
+    return 0
+
+
 def cmd_explain(args) -> int:
     from hub.adapters import explain_inputs
     from hub.models import load
@@ -316,6 +323,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=256, help="files per forward pass (default 256)")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_predict)
+
+    p = sub.add_parser("serve", help="serve a model over HTTP: POST /predict (uploaded files, or JSON rows for a "
+                       "table model) answers what predict prints, batching requests that arrive together; GET /health")
+    p.add_argument("name", help="pretrained tag or run folder")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--max-batch-size", type=int, default=64, help="most inputs (files or rows) per model call "
+                   "(default 64)")
+    p.add_argument("--max-wait-ms", type=float, default=10.0, help="how long the first request of a batch waits "
+                   "for others to join it (default 10)")
+    p.set_defaults(fn=cmd_serve)
 
     p = sub.add_parser("explain", help="draw what a model attends to: ViT rollout / CBAM maps over images, attention "
                        "over spectrograms, a node's neighbourhood, RUL forecasts, TESTAM routing, TFCAM's hours and "
