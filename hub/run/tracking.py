@@ -18,6 +18,7 @@ import importlib.util
 from pathlib import Path
 
 from pytorch_lightning.loggers import Logger
+from pytorch_lightning.utilities import rank_zero_only
 
 from hub.errors import RecipeError
 from hub.recipe import Recipe
@@ -41,7 +42,10 @@ def mlflow_uri(recipe: Recipe, run_dir: Path) -> str:
 
 def build_loggers(recipe: Recipe, run_dir: Path) -> list[Logger]:
     """The Lightning loggers of ``trainer.loggers`` (``csv`` needs none), writing under ``run_dir``; their packages
-    were checked before training (:func:`check_logger_packages`)."""
+    were checked before training (:func:`check_logger_packages`). None in a data-parallel worker: Lightning logs from
+    global rank zero alone, and MLflow's logger opens (and creates) its store as soon as it is built."""
+    if rank_zero_only.rank != 0:
+        return []
     loggers: list[Logger] = []
     if "tensorboard" in recipe.trainer.loggers:
         from pytorch_lightning.loggers import TensorBoardLogger
