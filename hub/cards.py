@@ -24,8 +24,9 @@ class PretrainedCfg:
     ``label_names`` names the classes of a classifier; ``output_names`` names the values a regression or forecast
     model outputs per input, in order (``rul``, ``rul_plus_1``, ...; ``speed_5min``, ...; ``risk``; a table's target
     column): ``predict`` writes them as its CSV header. ``recipe`` is ``{"path": the recipe file relative to the
-    repository, "overrides": [key=value, ...], "resolved": the validated recipe less its output_dir, "seeds"}``: a card
-    holds no path of the machine that made it (:func:`portable_recipe`, :func:`absolute_paths`).
+    repository, "overrides": [key=value, ...], "resolved": the validated recipe less its output_dir and tracking
+    (:data:`LOCAL_KEYS`), "seeds"}``: a card holds no path of the machine that made it (:func:`portable_recipe`,
+    :func:`absolute_paths`).
     ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds. ``calibration`` holds
     the temperature that ``predict`` divides the logits by, when ``attnhub calibrate`` fitted one.
     """
@@ -89,17 +90,33 @@ def portable_path(path: str | os.PathLike) -> str:
     return path.name
 
 
+# where a run's outputs and tracking went on the machine that trained it, not what it trains: no part of a card
+LOCAL_KEYS = ("output_dir", "trainer.loggers", "trainer.mlflow_uri")
+
+
+def _without_keys(section: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """``section`` less the dotted ``keys`` (``a.b`` drops ``b`` from the sub-section ``a``)."""
+    out = {}
+    for name, value in section.items():
+        if name in keys:
+            continue
+        nested = [key.partition(".")[2] for key in keys if key.startswith(f"{name}.")]
+        out[name] = _without_keys(value, nested) if nested and isinstance(value, dict) else value
+    return out
+
+
 def portable_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
-    """A card's ``recipe`` section without the folders of the machine that trained it: ``resolved.output_dir``
-    and overrides of ``output_dir`` are dropped (a run goes where its user says, ``./runs`` by default), and
-    ``path`` is made relative (:func:`portable_path`); everything else is kept."""
+    """A card's ``recipe`` section without the folders of the machine that trained it: the :data:`LOCAL_KEYS`
+    (``output_dir``, the loggers and MLflow's store) are dropped from ``resolved`` and from the overrides (a run goes
+    where its user says, ``./runs`` by default), and ``path`` is made relative (:func:`portable_path`); everything
+    else is kept."""
     out = dict(recipe)
     if out.get("path"):
         out["path"] = portable_path(out["path"])
     if "overrides" in out:
-        out["overrides"] = [o for o in out["overrides"] if o.partition("=")[0].strip() != "output_dir"]
+        out["overrides"] = [o for o in out["overrides"] if o.partition("=")[0].strip() not in LOCAL_KEYS]
     if isinstance(out.get("resolved"), dict):
-        out["resolved"] = {k: v for k, v in out["resolved"].items() if k != "output_dir"}
+        out["resolved"] = _without_keys(out["resolved"], list(LOCAL_KEYS))
     return out
 
 

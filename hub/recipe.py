@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from hub.errors import RecipeError
 
 _SAFE_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
+# what `trainer.loggers` may name (hub.run.tracking): the run folder's metrics.csv, TensorBoard, MLflow
+LOGGERS = ("csv", "tensorboard", "mlflow")
 
 
 class _Strict(BaseModel):
@@ -84,6 +86,19 @@ class TrainerSection(_Strict):
     checkpoint_every_n_steps: int | None = None  # also write `last` inside an epoch
     # exponential moving average of the weights (decay per step); validation, checkpoints and the kept weights use it
     ema_decay: float | None = Field(None, gt=0.0, lt=1.0)
+    # experiment tracking (hub.run.tracking): `csv` is the run folder's metrics.csv, always written
+    loggers: list[str] = Field(default_factory=lambda: ["csv"])
+    mlflow_uri: str | None = None  # MLflow's tracking store; None: sqlite:///RUN_DIR/mlflow.db
+
+    @field_validator("loggers")
+    @classmethod
+    def _known_loggers(cls, names: list[str]) -> list[str]:
+        unknown = [n for n in names if n not in LOGGERS]
+        if unknown:
+            raise ValueError(f"unknown logger {unknown[0]!r}; accepted names: {list(LOGGERS)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"a logger is named twice in {names}")
+        return names
 
 
 class Recipe(_Strict):

@@ -24,6 +24,7 @@ def test_quickstart_recipe_valid(repo):
     ("model.args.drop_rate=high", "model.args.drop_rate"),
     ("data.args.batchsize=3", "data.args.batchsize"),
     ("seeds=3", "seeds"),
+    ("trainer.loggers=[wandb_typo]", "trainer.loggers"),
 ])
 def test_bad_keys_and_types_name_the_dotted_key(override, key):
     with pytest.raises(RecipeError) as err:
@@ -56,3 +57,9 @@ def test_bad_override_syntax():
         apply_overrides(BASE, ["trainer.max_epochs"])
     with pytest.raises(RecipeError, match="is a value, not a section"):
         apply_overrides(BASE, ["model.name.x=1"])
+
+
+def test_unknown_logger_lists_the_accepted_names():
+    with pytest.raises(RecipeError, match=r"'trainer.loggers'.*'wandb_typo'.*\['csv', 'tensorboard', 'mlflow'\]"):
+        _check(apply_overrides(BASE, ["trainer.loggers=[csv,wandb_typo]"]))
+    assert _check(BASE).trainer.loggers == ["csv"]

@@ -1,4 +1,5 @@
-"""Recipe training end to end: run folders, resume, refused resumes, NaN stop, DDP on CPU."""
+"""Recipe training end to end: run folders, resume, refused resumes, NaN stop, DDP on CPU, experiment tracking."""
+import csv
 import json
 import os
 import subprocess
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import hub
-from hub.errors import TrainingError
+from hub.errors import RecipeError, TrainingError
 from hub.registry import register_model
 from hub.run.train import train
 from hub.weights import load_state_dict
@@ -36,6 +37,53 @@ def test_run_folder_contents_and_no_overwrite(repo, tmp_path):
     assert model(torch.zeros(1, 1, 8, 8)).shape == (1, 10)
     second = _train(repo, tmp_path)
     assert second != run and (run / "card.json").is_file()
+
+
+def test_tensorboard_and_mlflow_hold_the_metrics_of_metrics_csv(repo, tmp_path):
+    """trainer.loggers=[csv,tensorboard,mlflow]: TensorBoard's events and the MLflow run (in RUN_DIR/mlflow.db, named
+    after the run folder) read back, epoch by epoch, the values of metrics.csv (the training loss per epoch under
+    Lightning's name train/loss_epoch), then the test metrics; MLflow holds the recipe as parameters."""
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = _train(repo, tmp_path, ["trainer.loggers=[csv,tensorboard,mlflow]"])
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    columns = [c for c in rows[0] if c not in ("epoch", "step", "lr")]
+    assert len(rows) == 2 and {"train/loss", "val/loss", "val/acc"} <= set(columns)
+    test = json.loads((run / "metrics.json").read_text())["test"]
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    client = MlflowClient(f"sqlite:///{(run / 'mlflow.db').as_posix()}")
+    (mlflow_run,) = client.search_runs([client.get_experiment_by_name("quickstart").experiment_id])
+    assert mlflow_run.info.run_name == run.name and mlflow_run.info.status == "FINISHED"
+    assert mlflow_run.data.params["optimizer/lr"] == "0.003" and mlflow_run.data.params["trainer/max_epochs"] == "2"
+
+    def mlflow_values(key):
+        return [m.value for m in sorted(client.get_metric_history(mlflow_run.info.run_id, key), key=lambda m: m.step)]
+
+    for column in columns:
+        key = "train/loss_epoch" if column == "train/loss" else column
+        expected = [float(row[column]) for row in rows]
+        assert [e.value for e in events.Scalars(key)] == pytest.approx(expected, rel=0, abs=1e-6), key
+        assert mlflow_values(key) == pytest.approx(expected, rel=0, abs=1e-6), key
+    for key, value in test.items():
+        assert [e.value for e in events.Scalars(key)] == pytest.approx([value], rel=0, abs=1e-6), key
+        assert mlflow_values(key) == pytest.approx([value], rel=0, abs=1e-6), key
+    card = json.loads((run / "card.json").read_text())  # tracking is where a run went, not what it trains
+    assert "loggers" not in card["recipe"]["resolved"]["trainer"]
+    assert not any(o.startswith("trainer.loggers") for o in card["recipe"]["overrides"])
+
+
+def test_a_logger_without_its_package_fails_before_training(repo, tmp_path, monkeypatch):
+    import hub.run.tracking
+
+    real = hub.run.tracking.importlib.util.find_spec
+    monkeypatch.setattr(hub.run.tracking.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "mlflow" else real(name, *args))
+    with pytest.raises(RecipeError, match=r"trainer.loggers names 'mlflow'.*pip install mlflow"):
+        _train(repo, tmp_path, ["trainer.loggers=[csv,mlflow]"])
+    assert list(tmp_path.iterdir()) == []  # no run folder
 
 
 def test_publish_then_add_seeds_keeps_the_weights_and_extends_the_metrics(repo, tmp_path):

@@ -76,6 +76,10 @@ class HubModule(pl.LightningModule):
         # level seed is not enough: Lightning draws from the global RNG at different points on a resumed epoch.
         seed_all(hash((int(self.recipe.get("seed", 0)), self.current_epoch, batch_idx, self.global_rank)) % 2**31)
 
+    def on_fit_start(self):
+        for logger in self.loggers:  # the trainer's loggers (trainer.loggers); each logs from rank zero alone
+            logger.log_hyperparams(self.recipe)
+
     def on_save_checkpoint(self, checkpoint):
         checkpoint["hub_recipe"] = self.recipe
 

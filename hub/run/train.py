@@ -9,6 +9,7 @@ early stopping and EMA, resuming, and the test of the chosen weights once per sa
         metrics.json     final, best and test metrics
         checkpoints/     last.ckpt and best.ckpt, written atomically
         curves.png       training curves
+        tensorboard/, mlflow.db   the loggers of ``trainer.loggers`` (:mod:`hub.run.tracking`), when named
         model.safetensors + card.json   the best weights and a model card draft (``hub.load(run)``)
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, 
 from hub.run.evaluate import single_device_trainer
 from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
 from hub.run.module import HubModule, seed_all
+from hub.run.tracking import build_loggers, check_logger_packages, log_test_metrics
 from hub.tasks import Task, create_task
 from hub.weights import sha256_bytes
 
@@ -120,7 +122,8 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
         gradient_clip_val=cfg.gradient_clip_val, accumulate_grad_batches=cfg.accumulate_grad_batches,
         check_val_every_n_epoch=cfg.check_val_every_n_epoch, limit_train_batches=cfg.limit_train_batches,
         limit_val_batches=cfg.limit_val_batches, log_every_n_steps=cfg.log_every_n_steps,
-        deterministic=cfg.deterministic, callbacks=callbacks, logger=False, plugins=[AtomicCheckpointIO()],
+        deterministic=cfg.deterministic, callbacks=callbacks, logger=build_loggers(recipe, run_dir) or False,
+        plugins=[AtomicCheckpointIO()],
         enable_progress_bar=enable_progress, enable_model_summary=False, num_sanity_val_steps=0,
     ), monitor, mode
 
@@ -184,6 +187,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
             raise RecipeError("give a recipe file or --resume RUN_DIR")
         recipe = load_recipe(recipe_path, overrides)
 
+    check_logger_packages(recipe.trainer.loggers)
     seed_all(recipe.seed)
     datamodule = build_data(recipe)
     model = build_model(recipe, datamodule)
@@ -227,6 +231,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     tester = single_device_trainer(recipe.trainer.accelerator, recipe.trainer.precision, progress)
     test_metrics = tester.test(module, datamodule=datamodule, verbose=False)
     test = {k: float(v) for k, v in (test_metrics[0] if test_metrics else {}).items()}
+    log_test_metrics(trainer.loggers, test, trainer.global_step)
     best_score = trainer.checkpoint_callback.best_model_score
     best_epoch = None
     if rows and monitor in rows[0]:
