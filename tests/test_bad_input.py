@@ -148,7 +148,7 @@ SPEC = {"channels": 1, "height": 8, "width": 8, "mean": [0.5], "std": [0.5]}
 @FUZZ
 @given(content=st.one_of(st.binary(max_size=400), st.just(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)))
 def test_image_reader_survives_random_bytes(content):
-    from vision.datasets import read_image
+    from vision.io import read_image
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "photo.png"
