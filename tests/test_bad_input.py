@@ -86,7 +86,7 @@ def _graph_folder(root: Path) -> Path:
 @FUZZ
 @given(which=st.sampled_from(["nodes.csv", "edges.csv"]), corruption=corruptions())
 def test_graph_folder_survives_corruption(which, corruption):
-    from graph.datasets import read_graph_folder
+    from graph.io import read_graph_folder
 
     with tempfile.TemporaryDirectory() as tmp:
         root = _graph_folder(Path(tmp) / "g")
@@ -161,7 +161,7 @@ def test_image_reader_survives_random_bytes(content):
 @pytest.mark.parametrize("cell", ["nan", "inf", "abc", ""])
 def test_each_reader_refuses_a_bad_number_naming_column(tmp_path, cell):
     """Not left to chance: a bad value in a numeric column is refused by every CSV reader, naming the column."""
-    from graph.datasets import read_graph_folder
+    from graph.io import read_graph_folder
     from timeseries.sensor_csv import read_unit_csv
 
     root = _graph_folder(tmp_path / "g")

@@ -1,4 +1,5 @@
-"""Graphs for node classification: Planetoid citation graphs, Zachary's karate club, user graph folders.
+"""Graphs for node classification: Planetoid citation graphs, Zachary's karate club, user graph folders; and
+the generated graph families for graph classification.
 
 Every data module holds one graph (a PyG ``Data`` with ``x``, ``edge_index``, ``y`` and boolean
 ``train_mask``/``val_mask``/``test_mask``) and serves it as the single batch of every epoch.
@@ -21,13 +22,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 from torch_geometric.data import Data
-from torch_geometric.utils import to_undirected
+from torch_geometric.utils import barabasi_albert_graph, degree, erdos_renyi_graph
 
-from hub.data import HubDataModule, data_dir, read_csv_rows, stratified_split
+from graph.io import node_features, read_graph_folder
+from hub.data import HubDataModule, data_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import is_offline
@@ -35,7 +36,6 @@ from hub.weights import is_offline
 PLANETOID_FILES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 PLANETOID_SOURCE = ("Planetoid split (Yang, Cohen, Salakhutdinov, ICML 2016), github.com/kimiyoung/planetoid; "
                     "graphs from Sen et al. 2008 (Cora, CiteSeer) and Namata et al. 2012 (PubMed)")
-SPARSE_BELOW = 0.1  # features with fewer nonzeros than this fraction are stored as sparse CSR
 
 
 def _cache_dir() -> Path:
@@ -66,13 +66,6 @@ def read_planetoid(name: str) -> Data:
     except OSError as err:  # urllib's URLError is an OSError
         raise DatasetUnavailable(name.lower(), f"{name}: no ind.{prefix}.* files in {folder} (set HUB_DATA_DIR) "
                                                f"and PyG's download failed: {err}") from err
-
-
-def node_features(x: torch.Tensor, normalize: bool) -> torch.Tensor:
-    x = x.float()
-    if normalize:
-        x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
-    return x.to_sparse_csr() if (x != 0).float().mean() < SPARSE_BELOW else x
 
 
 class GraphLoader(DataLoader):
@@ -179,70 +172,6 @@ def karate_club(seed: int = 0, split_seed: int = 0) -> KarateData:
 
 # ---- user graph folders ------------------------------------------------------------------------------
 
-def _read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
-    rows = read_csv_rows(path, f"a header row with the columns {list(required)} (a graph folder holds nodes.csv: "
-                               "id, feature columns, label; and edges.csv: src, dst)")
-    header = [h.strip() for h in rows[0]]
-    missing = [c for c in required if c not in header]
-    if missing:
-        raise DataError(f"{path}: missing column(s) {missing}; expected columns {list(required)}, got {header}")
-    for number, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise DataError(f"{path} line {number}: {len(row)} values but the header has {len(header)} columns")
-    return header, rows[1:]
-
-
-def read_graph_folder(root: str | Path) -> tuple[Data, list[str], list[str], list[str]]:
-    """A user graph folder -> (graph with ``y = -1`` on unlabelled nodes, node ids, label names,
-    feature column names). Raises :class:`DataError` naming the file, column and line of bad input."""
-    root = Path(root)
-    if not root.is_dir():
-        raise DataError(f"graph folder {root} does not exist or is not a folder")
-    nodes_path, edges_path = root / "nodes.csv", root / "edges.csv"
-    header, rows = _read_csv(nodes_path, ("id", "label"))
-    id_col, label_col = header.index("id"), header.index("label")
-    feature_cols = [i for i in range(len(header)) if i not in (id_col, label_col)]
-    if not feature_cols:
-        raise DataError(f"{nodes_path}: no feature columns; expected numeric columns besides 'id' and 'label'")
-    ids = [row[id_col].strip() for row in rows]
-    seen: dict[str, int] = {}
-    for number, node in enumerate(ids, start=2):
-        if node in seen:
-            raise DataError(f"{nodes_path} column 'id': duplicate id {node!r} on lines {seen[node]} and {number}; "
-                            "expected each node once")
-        seen[node] = number
-    features = np.empty((len(rows), len(feature_cols)), dtype=np.float32)
-    for number, row in enumerate(rows, start=2):
-        for j, col in enumerate(feature_cols):
-            try:
-                features[number - 2, j] = float(row[col])
-            except ValueError:
-                raise DataError(f"{nodes_path} line {number} column {header[col]!r}: {row[col]!r} is not a number; "
-                                "expected numeric feature values") from None
-    if not np.isfinite(features).all():
-        raise DataError(f"{nodes_path}: feature values must be finite numbers (found nan or inf)")
-    raw_labels = [row[label_col].strip() for row in rows]
-    label_names = sorted({label for label in raw_labels if label})
-    if not label_names:
-        raise DataError(f"{nodes_path} column 'label' is blank on every line; expected labels on the nodes to "
-                        "train on (blank only for the nodes to predict)")
-    y = torch.tensor([label_names.index(label) if label else -1 for label in raw_labels])
-    edge_header, edge_rows = _read_csv(edges_path, ("src", "dst"))
-    src_col, dst_col = edge_header.index("src"), edge_header.index("dst")
-    index = {node: i for i, node in enumerate(ids)}
-    pairs = []
-    for number, row in enumerate(edge_rows, start=2):
-        for name, col in (("src", src_col), ("dst", dst_col)):
-            if row[col].strip() not in index:
-                raise DataError(f"{edges_path} line {number} column {name!r}: {row[col].strip()!r} is not an id in "
-                                f"{nodes_path}; expected edges between listed nodes")
-        pairs.append((index[row[src_col].strip()], index[row[dst_col].strip()]))
-    if not pairs:
-        raise DataError(f"{edges_path} has a header but no edges; expected one 'src,dst' row per edge")
-    edge_index = torch.tensor(pairs, dtype=torch.long).t().reshape(2, -1)
-    graph = Data(x=torch.from_numpy(features), edge_index=to_undirected(edge_index, num_nodes=len(ids)), y=y)
-    return graph, ids, label_names, [header[c] for c in feature_cols]
-
 
 class GraphFolderData(NodeGraphData):
     """A user graph folder (see the module docstring), labelled nodes split stratified."""
@@ -279,3 +208,56 @@ def graph_folder(root: str, seed: int = 0, split_seed: int = 0, val_fraction: fl
                  test_fraction: float = 0.2, normalize: bool = False) -> GraphFolderData:
     """A user graph: nodes.csv (id, features, label; blank = unlabelled) and edges.csv (src, dst)."""
     return GraphFolderData(root, seed, split_seed, val_fraction, test_fraction, normalize)
+
+
+def _family_graph(label: int, num_nodes: int, mean_degree: int) -> Data:
+    if label == 0:
+        edge_index = erdos_renyi_graph(num_nodes, mean_degree / (num_nodes - 1))
+    else:
+        edge_index = barabasi_albert_graph(num_nodes, mean_degree // 2)
+    deg = degree(edge_index[0], num_nodes)
+    x = torch.stack([torch.ones(num_nodes), deg / mean_degree], 1)  # (N, 2): constant, scaled degree
+    return Data(x=x, edge_index=edge_index, y=torch.tensor([label]))
+
+
+class GraphFamiliesData(HubDataModule):
+    """Erdős–Rényi (label 0) vs Barabási–Albert (label 1) graphs of 20-40 nodes and mean degree ~4,
+    drawn from ``data_seed`` so the splits do not move with the training seed."""
+
+    task = "graph-classification"
+
+    def __init__(self, num_train: int, num_val: int, num_test: int, data_seed: int, batch_size: int, seed: int):
+        super().__init__(batch_size, 0, seed)
+        self.sizes, self.data_seed = (num_train, num_val, num_test), data_seed
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        generator = torch.Generator().manual_seed(self.data_seed)
+        torch_state = torch.get_rng_state()
+        torch.manual_seed(self.data_seed)  # PyG's generators draw from the global RNG
+        graphs = [_family_graph(i % 2, int(torch.randint(20, 41, (1,), generator=generator)), 4)
+                  for i in range(sum(self.sizes))]
+        torch.set_rng_state(torch_state)
+        a, b = self.sizes[0], self.sizes[0] + self.sizes[1]
+        self.train_set, self.val_set, self.test_set = graphs[:a], graphs[a:b], graphs[b:]
+        self.num_classes, self.label_names = 2, ["erdos_renyi", "barabasi_albert"]
+        self.input_spec = {"kind": "graph-batch", "num_features": 2}
+        self.info = {"source": "generated by graph.data (PyG erdos_renyi_graph / barabasi_albert_graph)",
+                     "license": "generated data", "sizes": list(self.sizes)}
+
+    def model_args(self):
+        return {**super().model_args(), "in_channels": 2}
+
+    def _loader(self, dataset, train: bool) -> DataLoader:
+        from torch_geometric.loader import DataLoader as GraphBatchLoader
+
+        generator = torch.Generator().manual_seed(self.seed)
+        return GraphBatchLoader(dataset, batch_size=self.batch_size, shuffle=train, generator=generator)
+
+
+@register_dataset(task="graph-classification")
+def graph_families(num_train: int = 512, num_val: int = 128, num_test: int = 256, data_seed: int = 0,
+                   batch_size: int = 32, seed: int = 0) -> GraphFamiliesData:
+    """Generated graphs: Erdős–Rényi vs Barabási–Albert of equal size and mean degree (graph classification)."""
+    return GraphFamiliesData(num_train, num_val, num_test, data_seed, batch_size, seed)

@@ -1,7 +1,7 @@
-"""User-data adapters for graph models (input kind ``"graph"``).
+"""The graph input kind ``"graph"`` (user graph folders for node classifiers).
 
 - finetune: ``attnhub finetune gat.cora --data DIR`` trains on the graph folder DIR
-  (:func:`graph.datasets.read_graph_folder`). When DIR's feature columns differ from the
+  (:func:`graph.io.read_graph_folder`). When DIR's feature columns differ from the
   pretrained model's input (another feature space), the input layer's projection cannot carry over
   and is trained fresh, as is the classifier for a new set of classes; the other weights start
   from the pretrained model.
@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-from graph.datasets import node_features, read_graph_folder
+from graph.io import node_features, read_graph_folder
 from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.errors import DataError
 
