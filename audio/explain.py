@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from audio.ast import AudioSpectrogramTransformer
-from audio.timbre import TimbreAttention
+from audio.models.ast import AudioSpectrogramTransformer
+from audio.models.timbre import TimbreAttention
 from hub.adapters import register_explain_adapter
 from hub.errors import DataError, HubError
 from hub.explain import attention_rollout, vit_attention

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-import torchmetrics
 from torch import nn
 
-from audio.ast import AudioSpectrogramTransformer
+from audio.models.ast import AudioSpectrogramTransformer
 from hub.registry import register_model
-from hub.tasks import Task, register_task
 
 
 class SSAST(AudioSpectrogramTransformer):
@@ -68,39 +66,6 @@ class SSAST(AudioSpectrogramTransformer):
         nce = F.cross_entropy(scores.transpose(1, 2), labels)  # classes on dim 1
         mse = F.mse_loss(self.gen_head(picked), truth)
         return nce, mse, scores
-
-
-@register_task("masked-patch-modelling")
-class MaskedPatchTask(Task):
-    """SSAST pretraining: ``nce + mse_weight * mse``; the metric is how often a masked position picks its
-    own patch (``acc``). Labels in the batch are not read."""
-
-    def __init__(self, num_classes: int | None = None, mse_weight: float = 10.0):
-        self.mse_weight = mse_weight
-
-    def metrics(self) -> torchmetrics.MetricCollection:
-        return torchmetrics.MetricCollection({"acc": _PatchPickAccuracy()})
-
-    def step(self, model, batch, stage):
-        nce, mse, scores = model.masked_patch_losses(batch[0])
-        return nce + self.mse_weight * mse, scores.detach(), None
-
-
-class _PatchPickAccuracy(torchmetrics.Metric):
-    """Share of masked positions whose highest score is their own patch (the diagonal)."""
-
-    def __init__(self):
-        super().__init__()
-        self.add_state("correct", torch.tensor(0.0), dist_reduce_fx="sum")
-        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
-
-    def update(self, scores: torch.Tensor, target=None) -> None:
-        right = scores.argmax(-1) == torch.arange(scores.shape[-1], device=scores.device)  # (B, M)
-        self.correct += right.sum()
-        self.total += right.numel()
-
-    def compute(self) -> torch.Tensor:
-        return self.correct / self.total.clamp_min(1)
 
 
 @register_model(task="audio-classification")

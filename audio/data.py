@@ -1,4 +1,4 @@
-"""Audio data: the Free Spoken Digit Dataset with a speaker-held-out split, and user audio folders.
+"""Audio datasets for recipes: the Free Spoken Digit Dataset with a speaker-held-out split, and user audio folders.
 
 Spectrograms are computed once per process (:func:`audio.features.cached_log_mels`), normalised with
 the training split's mean and std (kept in the card's ``input_spec``) and cut/padded or stretched
@@ -19,7 +19,7 @@ import io
 import tarfile
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,22 +28,19 @@ import torchaudio
 from torch.utils.data import TensorDataset
 
 from audio.features import (
-    AUDIO_SUFFIXES,
     audio_spec,
     cached_log_mels,
     check_time_fit,
     check_trim_db,
-    model_input,
     normalise,
     training_stats,
     trim_silence,
     warp_mel_bins,
 )
-from hub.adapters import register_finetune_adapter, register_predict_adapter
+from audio.io import scan_audio_folder
 from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
-from hub.tasks import ClassificationTask, register_task
 from hub.weights import is_offline
 
 FSDD_COMMIT = "26eb9aaf76e81b692f806f9140c2d2777410d7a1"
@@ -99,20 +96,6 @@ class SpectrogramAugment(EpochSeededDataset):
                 torch.manual_seed(int(rng.integers(2**62)))
                 x = self.masks(x.unsqueeze(0)).squeeze(0)  # (F, T) -> (1, F, T) -> (F, T)
         return x, target
-
-
-@register_task("soft-label-classification")
-class SoftLabelClassificationTask(ClassificationTask):
-    """Classification whose training targets may be soft (mixup): cross-entropy against the target
-    distribution; metrics count the target's most probable class."""
-
-    def step(self, model, batch, stage):
-        x, y = batch
-        logits = model(x)
-        loss = F.cross_entropy(logits, y, label_smoothing=self.label_smoothing if stage == "train" else 0.0)
-        probs = logits.detach().float().softmax(-1)
-        hard = y.argmax(-1) if y.is_floating_point() else y
-        return loss, (probs[:, 1] if self.num_classes == 2 else probs), hard
 
 
 class SpectrogramData(HubDataModule):
@@ -258,23 +241,6 @@ def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker
                     lifter=lifter, time_fit=time_fit, trim_db=trim_db)
 
 
-def scan_audio_folder(root: Path) -> dict[str, list[Path]]:
-    """``root/<class>/*.wav|flac`` -> files per class, with errors for a missing root, no class
-    folders, an empty class folder and a single class."""
-    if not root.is_dir():
-        raise DataError(f"audio folder {root} does not exist or is not a folder")
-    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    found = {c.name: sorted(f for f in c.rglob("*") if f.suffix.lower() in AUDIO_SUFFIXES) for c in classes}
-    if not found:
-        raise DataError(f"{root} has no class folders; expected one sub-folder per class (e.g. {root}/dog/*.wav)")
-    empty = [name for name, files in found.items() if not files]
-    if empty:
-        raise DataError(f"class folders {empty} in {root} hold no audio (looked for {', '.join(AUDIO_SUFFIXES)})")
-    if len(found) < 2:
-        raise DataError(f"{root} has a single class {sorted(found)}; classification needs at least 2 class folders")
-    return found
-
-
 class AudioFolderData(SpectrogramData):
     """A user's folder of WAV/FLAC files, one sub-folder per class, split stratified into train/val/test."""
 
@@ -312,26 +278,3 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
                            augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), lifter=lifter,
                            time_fit=time_fit, trim_db=trim_db)
-
-
-@register_finetune_adapter("audio")
-def audio_folder_section(card, path: str) -> dict[str, Any]:
-    """Fine-tuning data keeps the card's frame count, smoothing, trimming and normalisation, which the weights
-    were trained on."""
-    spec = card.input_spec
-    return {"name": "audio_folder", "args": {"root": str(path), "target_frames": spec["target_frames"],
-                                             "mean": spec["mean"], "std": spec["std"], "lifter": spec.get("lifter"),
-                                             "trim_db": spec.get("trim_db"), "time_fit": spec.get("time_fit", "cut")}}
-
-
-@register_predict_adapter("audio")
-def audio_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
-    names, inputs = [], []
-    for path in paths:
-        names.append(str(path))
-        inputs.append(model_input(path, card.input_spec))
-        if len(names) == batch_size:
-            yield names, model(torch.stack(inputs))
-            names, inputs = [], []
-    if names:
-        yield names, model(torch.stack(inputs))
