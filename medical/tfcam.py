@@ -15,7 +15,7 @@ Our additions, off by default: ``summaries=True``, a wide path of each variable'
 maximum observed value and its number of observations (what the gradient-boosting baseline sees),
 computed from the same inputs and joined to the fused vector before the head (``summary_dim`` wide);
 ``k > 1``, k ensemble members over that path and the head in the BatchEnsemble style of TabM (Gorishniy
-et al., ICLR 2025; :mod:`tabular.tabm`): the attention layers are shared, each member has its own adapters on
+et al., ICLR 2025; :mod:`tabular.models.tabm`): the attention layers are shared, each member has its own adapters on
 the summary layer and its own head; in training the members' logits (B, k, C) are returned, each trained on
 its own loss (the classification task averages them), in evaluation the log of their mean probability.
 The explanations below read the attention only, so they do not show what the model takes from the wide path.

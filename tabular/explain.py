@@ -23,7 +23,7 @@ from hub.adapters import register_explain_adapter
 from hub.errors import DataError
 from hub.io import atomic_write_bytes
 from hub.plotting import save_figure
-from tabular.preprocessing import TabularPreprocessor, read_table
+from tabular.io import TabularPreprocessor, read_table
 
 
 def _rows(inputs: list[str], count: int, where: str) -> list[int]:

@@ -191,7 +191,7 @@ def test_csv_table_survives_corruption(corruption, stage):
     """A broken training CSV or a broken CSV to predict: a DataError (naming the file or the column), or
     finite model inputs; in prediction a cell gone bad in a known column never crashes the transform."""
     from hub.registry import get_dataset_entry
-    from tabular.preprocessing import TabularPreprocessor, read_table
+    from tabular.io import TabularPreprocessor, read_table
 
     with tempfile.TemporaryDirectory() as tmp:
         path = _table(Path(tmp) / "table.csv")

@@ -35,7 +35,7 @@ from torch import nn
 from hub.errors import DataError
 from hub.layers.periodic_embeddings import PeriodicEmbeddings
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, check_numeric
+from tabular.models.layers import CategoricalEmbeddings, check_numeric
 
 
 class ResidualBlock(nn.Module):

@@ -1,4 +1,5 @@
-"""Tabular preprocessing fitted on the training split and saved with the model as plain JSON.
+"""Reading and checking the user's tables (:func:`read_table`) and the tabular preprocessing fitted on the training
+split and saved with the model as plain JSON.
 
 :class:`TabularPreprocessor` turns a raw ``pandas.DataFrame`` into model inputs:
 

@@ -36,7 +36,7 @@ from torch import nn
 from hub.attention import MultiHeadAttention
 from hub.layers.periodic_embeddings import PeriodicEmbeddings
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, LinearHeadModel, check_numeric
+from tabular.models.layers import CategoricalEmbeddings, LinearHeadModel, check_numeric
 
 
 class TransformerBlock(nn.Module):

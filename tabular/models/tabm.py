@@ -21,7 +21,7 @@ from torch import nn
 
 from hub.layers.batch_ensemble import LinearBatchEnsemble, MemberHeads
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, flat_inputs
+from tabular.models.layers import CategoricalEmbeddings, flat_inputs
 
 
 class TabM(nn.Module):

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from hub.registry import register_model
-from tabular.layers import CategoricalEmbeddings, LinearHeadModel, flat_inputs
+from tabular.models.layers import CategoricalEmbeddings, LinearHeadModel, flat_inputs
 
 
 class TabularMLP(LinearHeadModel):
