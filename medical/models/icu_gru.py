@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from hub.registry import register_model
-from medical.tfcam import check_stays
+from medical.models.tfcam import check_stays
 
 
 class MaskedGRU(nn.Module):
