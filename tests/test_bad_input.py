@@ -128,7 +128,7 @@ def test_survival_table_survives_corruption(corruption):
 @FUZZ
 @given(corruption=corruptions())
 def test_sensor_unit_csv_survives_corruption(corruption):
-    from timeseries.sensor_csv import read_unit_csv
+    from timeseries.io import read_unit_csv
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "unit_1.csv"
@@ -162,7 +162,7 @@ def test_image_reader_survives_random_bytes(content):
 def test_each_reader_refuses_a_bad_number_naming_column(tmp_path, cell):
     """Not left to chance: a bad value in a numeric column is refused by every CSV reader, naming the column."""
     from graph.io import read_graph_folder
-    from timeseries.sensor_csv import read_unit_csv
+    from timeseries.io import read_unit_csv
 
     root = _graph_folder(tmp_path / "g")
     corrupt(root / "nodes.csv", ("cell", (3, 1, cell)))
@@ -217,8 +217,7 @@ def test_csv_table_survives_corruption(corruption, stage):
 @FUZZ
 @given(which=st.sampled_from(["speeds.csv", "adjacency.csv"]), corruption=corruptions())
 def test_traffic_folder_survives_corruption(which, corruption):
-    from timeseries.road_graph import read_adjacency_csv
-    from timeseries.traffic_csv import read_speed_csv
+    from timeseries.io import read_adjacency_csv, read_speed_csv
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from hub.registry import register_model
-from timeseries.testam import check_traffic_input
+from timeseries.models.testam import check_traffic_input
 
 
 class TrafficGRU(nn.Module):

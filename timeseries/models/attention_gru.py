@@ -18,14 +18,14 @@ from torch import nn
 
 from hub.attention.functional import MultiHeadAttention
 from hub.registry import register_model
-from timeseries.rul_attention import RULForecaster, check_windows
+from timeseries.models.rul_attention import RULForecaster, check_windows
 
 
 class AttentionGRU(RULForecaster):
     """GRU encoder, attention of the last state over all states, RUL forecast head.
 
     Args:
-        num_sensors, window, horizon, rul_scale: as :class:`timeseries.rul_attention.RULAttention`.
+        num_sensors, window, horizon, rul_scale: as :class:`timeseries.models.rul_attention.RULAttention`.
         dim: GRU hidden width.
         num_layers: stacked GRU layers.
         num_heads: heads of the attention over the hidden states.

@@ -44,8 +44,9 @@ from hub.attention.neighbour_attention import NeighbourAttention
 from hub.attention.set_transformer import MAB
 from hub.errors import DataError
 from hub.registry import register_model
-from timeseries.road_graph import road_graph
-from timeseries.traffic_data import STEPS_PER_DAY, masked_mae
+from timeseries.data import STEPS_PER_DAY
+from timeseries.io import road_graph
+from timeseries.tasks import masked_mae
 
 EXPERTS = ("temporal", "static", "dynamic")
 
