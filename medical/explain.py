@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hub.adapters import register_explain_adapter
 from hub.errors import DataError
 from hub.plotting import save_figure
 
@@ -47,7 +46,6 @@ def plot_tfcam_explanations(explained: dict[str, torch.Tensor], variables: list[
     return Path(path)
 
 
-@register_explain_adapter("icu_stays")
 def explain_stays(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [COUNT]``: the explanations over the first COUNT (default 256) test stays."""
     from hub.run.evaluate import card_data

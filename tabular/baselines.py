@@ -14,8 +14,6 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error, roc_auc_score
 
-from hub.adapters import register_baseline
-
 
 def _xy(dataset) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([dataset.x_num.numpy(), dataset.x_cat.numpy()], 1), dataset.y.numpy()
@@ -44,7 +42,6 @@ def gbdt_metrics(datamodule, seed: int = 0) -> dict[str, float]:
             "test/f1": float(f1_score(y_test, proba.argmax(1), average="macro"))}
 
 
-@register_baseline("table")
 def gbdt_on_run_split(run_dir) -> tuple[str, dict[str, float]]:
     """HistGradientBoosting fitted on the training split of the run (its resolved recipe rebuilds the split)."""
     from hub.recipe import load_recipe

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import hub
-import hub.adapters
+import hub.kinds
 from hub.errors import DataError, HubError
 from medical.tasks import SurvivalTask, cox_loss, pairwise_order_loss, weighted_cox_loss
 
@@ -293,7 +293,7 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     (tmp_path / "bad.csv").write_text("id,MKI67\np1,0.5\n")
     with pytest.raises(DataError, match=r"missing columns \['EGFR'"):
-        list(hub.adapters.predict_logits(card, model, [str(tmp_path / "bad.csv")], 8))
+        list(hub.kinds.predict_logits(card, model, [str(tmp_path / "bad.csv")], 8))
 
 
 # ---- ICU stays: TFCAM, the masked GRU, PhysioNet 2012 --------------------------------------------------

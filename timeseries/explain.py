@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hub.adapters import register_explain_adapter
 from hub.errors import DataError
 from hub.plotting import save_figure
 from timeseries.data import RULWindowData, rul_targets, sliding_windows
@@ -79,7 +78,6 @@ def plot_rul_forecast(model: torch.nn.Module, data: RULWindowData, path: str | P
     return path
 
 
-@register_explain_adapter("sensor_series")
 def explain_units(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [UNIT...]``: predicted vs true RUL and the forecast of the card's test units
     (unit numbers; default: the first 6)."""
@@ -129,7 +127,6 @@ def plot_routing(model: torch.nn.Module, data, path: str | Path, split: str = "t
     return path
 
 
-@register_explain_adapter("traffic_series")
 def explain_routing(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [train|val|test]``: TESTAM's routing over the card's split (default test)."""
     from hub.run.evaluate import card_data

@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 
-from hub.adapters import register_explain_adapter
 from hub.attention.cbam import CBAM
 from hub.errors import HubError
 from hub.explain import attention_rollout, vit_attention
@@ -65,7 +64,6 @@ def save_overlay(image: torch.Tensor, heatmap: torch.Tensor, path: str | Path, t
     save_figure(fig, path, dpi=100, bbox_inches="tight")
 
 
-@register_explain_adapter("image")
 def explain_image_files(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [IMAGE...]``: one overlay per image, titled with the predicted class; without
     files, the first four images of the card's test split (titled with their true class too)."""
@@ -120,7 +118,6 @@ def save_slot_figure(image: torch.Tensor, out: dict[str, torch.Tensor], path: st
     save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
-@register_explain_adapter("scene")
 def explain_scenes(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME [IMAGE...]``: per image, the scene, its reconstruction and the slots' masks;
     without files, the first four test scenes of the card's data, titled with their foreground ARI."""
