@@ -15,9 +15,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from audio.ast import AudioSpectrogramTransformer
-from audio.timbre import TimbreAttention
-from hub.adapters import register_explain_adapter
+from audio.models.ast import AudioSpectrogramTransformer
+from audio.models.timbre import TimbreAttention
 from hub.errors import DataError, HubError
 from hub.explain import attention_rollout, vit_attention
 from hub.plotting import save_figure
@@ -71,7 +70,6 @@ def save_spectrogram_overlay(spec: torch.Tensor, heatmap: torch.Tensor, path: st
     save_figure(fig, path, dpi=100, bbox_inches="tight")
 
 
-@register_explain_adapter("audio")
 def explain_audio_files(card, model, inputs: list[str], out_dir: Path):
     """``attnhub explain NAME CLIP...``: the attention over each clip's spectrogram, titled with the class."""
     from audio.features import model_input

@@ -34,7 +34,7 @@ from benchmarks.timing import median_seconds, rss_bytes
 def load_graph(name: str):
     """-> (x dense, edge_index, y, masks). ``cora`` from HUB_DATA_DIR, ``random100k`` generated."""
     if name == "cora":
-        from graph.datasets import cora
+        from graph.data import cora
 
         data = cora()
         data.setup("fit")

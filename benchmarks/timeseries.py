@@ -28,8 +28,8 @@ import torch.nn.functional as F
 import hub
 from benchmarks import RESULTS
 from benchmarks.timing import inference_pass, ratio, time_and_peak, training_pass
-from timeseries.testam import TESTAM
-from timeseries.traffic_data import masked_mae
+from timeseries.models.testam import TESTAM
+from timeseries.tasks import masked_mae
 
 OUT = RESULTS / "timeseries_speed.md"
 SENSORS = (207, 500, 1000, 2000)

@@ -17,7 +17,9 @@ from pathlib import Path
 import torch
 
 import hub
-from timeseries.traffic_data import HORIZONS, baseline_forecasts, los_loop, masked_errors
+from timeseries.baselines import baseline_forecasts
+from timeseries.data import los_loop
+from timeseries.tasks import HORIZONS, masked_errors
 
 BINS = ((0, 20), (20, 40), (40, 55), (55, 65), (65, 200))  # mph
 TGCN_PUBLISHED = {"15": (3.18, 5.13)}  # Los-loop MAE, RMSE: the T-GCN paper, as issue 8 quotes them

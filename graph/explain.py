@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from hub.adapters import register_explain_adapter
+from graph.io import node_features, read_graph_folder
 from hub.errors import DataError
 from hub.plotting import save_figure
 
@@ -99,11 +99,9 @@ def plot_node_attention(model, x: torch.Tensor, edge_index: torch.Tensor, node: 
     return Path(path)
 
 
-@register_explain_adapter("graph")
 def explain_nodes(card, model, inputs: list[str], out_dir: Path, data: str | None = None):
     """``attnhub explain NAME NODE... [--data GRAPH_FOLDER]``: one figure per node. Nodes are the ids of
     the folder's nodes.csv, or for the card's own dataset (Planetoid) node indices; default: 3 test nodes."""
-    from graph.datasets import node_features, read_graph_folder
     from hub.run.evaluate import card_data
 
     if data is not None:

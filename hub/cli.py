@@ -179,7 +179,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from hub.adapters import explain_inputs
+    from hub.kinds import explain_inputs
     from hub.models import load
 
     model = load(args.name).eval()

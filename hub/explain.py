@@ -1,6 +1,6 @@
 """Attention rollout (Abnar & Zuidema, *Quantifying Attention Flow in Transformers*, ACL 2020) for timm-style
 transformers, shared by the image ViTs (``vision.explain``) and the audio spectrogram transformers
-(``audio.explain``, ``audio.ast``).
+(``audio.explain``, ``audio.models.ast``).
 
 :func:`vit_attention` captures every block's attention matrix; :func:`attention_rollout` multiplies them into a
 map from the class token to the patches.

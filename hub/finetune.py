@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hub.adapters import baseline, default_recipe, finetune_data_section
 from hub.errors import HubError
+from hub.kinds import baseline, default_recipe, finetune_data_section
 from hub.models import model_card
 from hub.recipe import Recipe, apply_overrides, validate_recipe
 from hub.registry import is_run_path, split_name

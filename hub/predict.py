@@ -8,8 +8,8 @@ from typing import IO, Iterable, Iterator
 
 import torch
 
-from hub.adapters import predict_logits
 from hub.errors import HubError
+from hub.kinds import predict_logits
 
 Batch = tuple[list[str], list[list]]  # the CSV header and a batch's rows
 

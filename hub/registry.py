@@ -75,7 +75,7 @@ def closest_names(name: str, candidates: list[str]) -> str:
 
 
 class Registry(Generic[T]):
-    """Named entries of one kind (model families, datasets, tasks, user-data adapters, ...).
+    """Named entries of one kind (model families, datasets, tasks, input kinds, ...).
 
     A name registered twice raises naming both definitions; an unknown name raises listing the close ones.
 

@@ -10,7 +10,7 @@
 - ``GET /health``: ``{"status": "ok", "model": NAME, "kind": KIND, "requests": n, "batches": m}``.
 
 Every request's inputs are written to a temporary folder of its own and read by the same readers as ``predict``
-(:func:`hub.adapters.predict_logits`, :mod:`hub.predict`). Dynamic batching: requests wait in an asyncio queue;
+(:func:`hub.kinds.predict_logits`, :mod:`hub.predict`). Dynamic batching: requests wait in an asyncio queue;
 one worker task takes those that arrive within ``max_wait_ms`` of the first, up to ``max_batch_size`` inputs, and
 runs the model on them in a thread, so the event loop keeps accepting requests meanwhile. Kinds of one prediction
 per file (:data:`BATCHED_KINDS`) go through one model call per batch; the other kinds read each request's table,
@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from hub.adapters import PREDICT, predict_logits
 from hub.errors import DataError, HubError
+from hub.kinds import kind_of, kinds_supporting, predict_logits
 from hub.predict import file_predictions, prediction_cells, table_predictions
 
 log = logging.getLogger(__name__)
@@ -186,10 +186,10 @@ def load_served(name: str):
         raise HubError(f"attnhub serve takes a pretrained tag (family.tag) or a run folder, got {name!r}: an "
                        "untrained family has no card to say what input it takes")
     model = load(name).eval()
-    kind = model.pretrained_cfg.input_spec.get("kind")
-    if kind not in PREDICT:
-        raise HubError(f"{name} takes inputs of kind {kind!r}, which has no reader for predictions "
-                       f"(available: {PREDICT.names()}); it cannot be served")
+    kind = kind_of(model.pretrained_cfg)
+    if kind.name not in kinds_supporting("predict"):
+        raise HubError(f"{name} takes inputs of kind {kind.name!r}, which has no reader for predictions "
+                       f"(available: {kinds_supporting('predict')}); it cannot be served")
     return model
 
 

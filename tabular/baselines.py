@@ -1,12 +1,15 @@
 """The GBDT baseline of every tabular comparison: scikit-learn's HistGradientBoosting (default settings) on
 the same preprocessed split as the hub models (categorical codes declared categorical), scored with the
-same metric names and units as the hub's tasks (regression: the standardised target).
+same metric names and units as the hub's tasks (regression: the standardised target); on a finished run's own
+split, for the report that ``attnhub finetune`` prints.
 
 >>> from tabular.data import breast_cancer
 >>> data = breast_cancer(); data.setup(); sorted(gbdt_metrics(data))
 ['test/acc', 'test/auroc']
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error, roc_auc_score
@@ -37,3 +40,12 @@ def gbdt_metrics(datamodule, seed: int = 0) -> dict[str, float]:
                 "test/auroc": float(roc_auc_score(y_test, proba[:, 1]))}
     return {"test/acc": float(accuracy_score(y_test, proba.argmax(1))),
             "test/f1": float(f1_score(y_test, proba.argmax(1), average="macro"))}
+
+
+def gbdt_on_run_split(run_dir) -> tuple[str, dict[str, float]]:
+    """HistGradientBoosting fitted on the training split of the run (its resolved recipe rebuilds the split)."""
+    from hub.recipe import load_recipe
+    from hub.run.train import build_data
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    return "HistGradientBoosting", gbdt_metrics(build_data(recipe), recipe.seed)

@@ -3,7 +3,7 @@
 Every sample is ``(inputs, target)`` with ``inputs = {"x_num": (F,) float32, "x_cat": (C,) int64}`` (training
 rows also carry ``"index"``: their row in the training set, which TabR uses to leave a row out of its own
 neighbours) and ``target`` a class index or a standardised value. Splits are fixed by ``split_seed``
-(stratified by class for classification); the :class:`~tabular.preprocessing.TabularPreprocessor` is fitted
+(stratified by class for classification); the :class:`~tabular.io.TabularPreprocessor` is fitted
 on the training part only and kept in ``input_spec["preprocessor"]`` (JSON) of the model card.
 
 Models that need the training rows at inference (TabR's candidates) get them through ``set_candidates``,
@@ -16,19 +16,18 @@ called when training starts by the callback that :meth:`TabularData.callbacks` h
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from torch.utils.data import Dataset
 
-from hub.adapters import register_finetune_adapter, register_predict_adapter
 from hub.data import HubDataModule, data_dir, dataset_file, stratified_split
 from hub.errors import DataError
 from hub.registry import register_dataset
 from hub.weights import read_verified
-from tabular.preprocessing import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
+from tabular.io import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
 
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
                  "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country",
@@ -177,8 +176,8 @@ class TabularData(HubDataModule):
 
     def callbacks(self, model):
         """TabR's candidates (the training rows) and, with ``pretrain_epochs``, TabTransformer's pre-training."""
-        from tabular.tab_transformer import ReplacedTokenPretraining, TabTransformer
-        from tabular.tabr import TabR, TrainingRowCandidates
+        from tabular.models.tab_transformer import ReplacedTokenPretraining, TabTransformer
+        from tabular.models.tabr import TabR, TrainingRowCandidates
 
         found = [TrainingRowCandidates(self.train_set)] if isinstance(model, TabR) else []
         if self.pretrain_epochs:
@@ -309,24 +308,3 @@ def tabular_csv(path: str, target: str, task: str = "auto", numeric: list[str] |
                    val_fraction=val_fraction, test_fraction=test_fraction, split_seed=split_seed,
                    info={"source": str(path), "license": "the user's data"}, batch_size=batch_size,
                    num_workers=num_workers, seed=seed)
-
-
-@register_finetune_adapter("table")
-def table_section(card, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
-    """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
-    spec = card.input_spec["preprocessor"]
-    return {"name": "tabular_csv", "args": {"path": str(path), "target": target or spec["target"], "task": task}}
-
-
-@register_predict_adapter("table")
-def table_predict(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
-    """Yield ``(row numbers, outputs)`` for the rows of each CSV: class logits, or regression values in the
-    target's own units (the standardisation is undone)."""
-    pre = TabularPreprocessor.from_dict(card.input_spec["preprocessor"])
-    for path in paths:
-        x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(read_table(path)))
-        for start in range(0, len(x_num), batch_size):
-            out = model(x_num[start:start + batch_size], x_cat[start:start + batch_size])
-            if pre.task == "regression":
-                out = out * pre.target_std + pre.target_mean
-            yield [str(i + 1) for i in range(start, start + len(out))], out

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import torch
 
-from hub.adapters import register_explain_adapter
 from hub.errors import DataError
 from hub.io import atomic_write_bytes
 from hub.plotting import save_figure
-from tabular.preprocessing import TabularPreprocessor, read_table
+from tabular.io import TabularPreprocessor, read_table
 
 
 def _rows(inputs: list[str], count: int, where: str) -> list[int]:
@@ -73,7 +72,6 @@ def write_retrieval_table(model, x_num, x_cat, rows: list[int], pre: TabularPrep
     return path
 
 
-@register_explain_adapter("table")
 def explain_rows(card, model, inputs: list[str], out_dir: Path, data: str | None = None):
     """Column attention (TabTransformer) or retrieved training rows (TabR) for some rows."""
     if not (hasattr(model, "column_attention") or hasattr(model, "retrieve")):

@@ -81,7 +81,7 @@ def _random_deit(arch: str):
 
 @pytest.mark.parametrize("arch,frames", [("deit_tiny_distilled_patch16_224", 100), ("vit_tiny_patch16_224", 200)])
 def test_deit_weights_adapted_to_the_ast_grid(arch, frames):
-    from audio.ast import adapt_deit_state_dict
+    from audio.models.ast import adapt_deit_state_dict
 
     deit = _random_deit(arch)
     model = hub.create_model("ast_deit_tiny", target_frames=frames)
@@ -259,7 +259,7 @@ def test_audio_folder_data_and_its_errors(tmp_path):
 
 
 def test_augmentation_is_seeded_by_epoch_and_index():
-    from audio.datasets import SpectrogramAugment
+    from audio.data import SpectrogramAugment
 
     specs, labels = torch.randn(6, 128, 40), torch.arange(6) % 3
     aug = SpectrogramAugment(specs, labels, 3, seed=1, freq_mask=8, time_mask=8, time_shift=4, noise=0.2, mixup=1.0)
@@ -271,7 +271,7 @@ def test_augmentation_is_seeded_by_epoch_and_index():
 def test_spectral_tilt_is_a_smooth_curve_the_same_in_every_frame():
     import torchaudio
 
-    from audio.datasets import SpectrogramAugment
+    from audio.data import SpectrogramAugment
 
     specs, labels = torch.randn(3, 128, 40), torch.arange(3)
     offset = SpectrogramAugment(specs, labels, 3, seed=0, tilt=1.0)[1][0] - specs[1]  # (F, T)
@@ -283,7 +283,7 @@ def test_spectral_tilt_is_a_smooth_curve_the_same_in_every_frame():
 
 
 def test_mel_warp_moves_a_formant_and_keeps_the_frames():
-    from audio.datasets import SpectrogramAugment
+    from audio.data import SpectrogramAugment
     from audio.features import warp_mel_bins
     from hub.registry import get_dataset_entry
 

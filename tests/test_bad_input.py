@@ -86,7 +86,7 @@ def _graph_folder(root: Path) -> Path:
 @FUZZ
 @given(which=st.sampled_from(["nodes.csv", "edges.csv"]), corruption=corruptions())
 def test_graph_folder_survives_corruption(which, corruption):
-    from graph.datasets import read_graph_folder
+    from graph.io import read_graph_folder
 
     with tempfile.TemporaryDirectory() as tmp:
         root = _graph_folder(Path(tmp) / "g")
@@ -128,7 +128,7 @@ def test_survival_table_survives_corruption(corruption):
 @FUZZ
 @given(corruption=corruptions())
 def test_sensor_unit_csv_survives_corruption(corruption):
-    from timeseries.sensor_csv import read_unit_csv
+    from timeseries.io import read_unit_csv
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "unit_1.csv"
@@ -148,7 +148,7 @@ SPEC = {"channels": 1, "height": 8, "width": 8, "mean": [0.5], "std": [0.5]}
 @FUZZ
 @given(content=st.one_of(st.binary(max_size=400), st.just(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)))
 def test_image_reader_survives_random_bytes(content):
-    from vision.datasets import read_image
+    from vision.io import read_image
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "photo.png"
@@ -161,8 +161,8 @@ def test_image_reader_survives_random_bytes(content):
 @pytest.mark.parametrize("cell", ["nan", "inf", "abc", ""])
 def test_each_reader_refuses_a_bad_number_naming_column(tmp_path, cell):
     """Not left to chance: a bad value in a numeric column is refused by every CSV reader, naming the column."""
-    from graph.datasets import read_graph_folder
-    from timeseries.sensor_csv import read_unit_csv
+    from graph.io import read_graph_folder
+    from timeseries.io import read_unit_csv
 
     root = _graph_folder(tmp_path / "g")
     corrupt(root / "nodes.csv", ("cell", (3, 1, cell)))
@@ -191,7 +191,7 @@ def test_csv_table_survives_corruption(corruption, stage):
     """A broken training CSV or a broken CSV to predict: a DataError (naming the file or the column), or
     finite model inputs; in prediction a cell gone bad in a known column never crashes the transform."""
     from hub.registry import get_dataset_entry
-    from tabular.preprocessing import TabularPreprocessor, read_table
+    from tabular.io import TabularPreprocessor, read_table
 
     with tempfile.TemporaryDirectory() as tmp:
         path = _table(Path(tmp) / "table.csv")
@@ -217,8 +217,7 @@ def test_csv_table_survives_corruption(corruption, stage):
 @FUZZ
 @given(which=st.sampled_from(["speeds.csv", "adjacency.csv"]), corruption=corruptions())
 def test_traffic_folder_survives_corruption(which, corruption):
-    from timeseries.road_graph import read_adjacency_csv
-    from timeseries.traffic_csv import read_speed_csv
+    from timeseries.io import read_adjacency_csv, read_speed_csv
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -198,7 +198,7 @@ GOOD_EDGES = [["a", "b"], ["c", "d"], ["e", "f"], ["g", "a"]]
     ([["a", "1", "oops", "x"]] + GOOD_NODES[1:], GOOD_EDGES, "line 2 column 'f2': 'oops' is not a number"),
 ])
 def test_bad_user_graphs_fail_clearly(tmp_path, nodes, edges, message):
-    from graph.datasets import graph_folder
+    from graph.data import graph_folder
 
     root = write_graph(tmp_path / "g", nodes, edges)
     with pytest.raises(DataError) as err:
@@ -207,7 +207,7 @@ def test_bad_user_graphs_fail_clearly(tmp_path, nodes, edges, message):
 
 
 def test_user_graph_split_and_missing_columns(tmp_path):
-    from graph.datasets import graph_folder
+    from graph.data import graph_folder
 
     data = graph_folder(str(generated_graph(tmp_path / "g")))
     data.setup("fit")
@@ -221,7 +221,7 @@ def test_user_graph_split_and_missing_columns(tmp_path):
 
 
 def test_pubmed_names_the_missing_allx_file(tmp_path, monkeypatch):
-    from graph.datasets import PLANETOID_FILES, pubmed
+    from graph.data import PLANETOID_FILES, pubmed
 
     (tmp_path / "planetoid").mkdir()
     for suffix in PLANETOID_FILES:
@@ -233,7 +233,7 @@ def test_pubmed_names_the_missing_allx_file(tmp_path, monkeypatch):
 
 
 def test_planetoid_public_split():
-    from graph.datasets import citeseer, cora
+    from graph.data import citeseer, cora
 
     for builder, nodes, features, train in ((cora, 2708, 1433, 140), (citeseer, 3327, 3703, 120)):
         data = builder()

@@ -10,10 +10,9 @@ import pytest
 import torch
 
 import hub
-import hub.adapters
+import hub.kinds
 from hub.errors import DataError, HubError
-from medical.losses import cox_loss, pairwise_order_loss, weighted_cox_loss
-from medical.survival_task import SurvivalTask
+from medical.tasks import SurvivalTask, cox_loss, pairwise_order_loss, weighted_cox_loss
 
 TILES = dict(image_backbone="test_efficientnet", num_image_tokens=2, dim=16, num_heads=2)
 
@@ -138,7 +137,7 @@ GOOD = [f"{10 + i},{i % 2},{i * 0.1},{1 - i * 0.05},{40 + i}" for i in range(30)
     (GOOD, {"expect_num_genes": 4}, "the model takes 4 gene columns"),
 ])
 def test_bad_survival_tables_name_the_column(tmp_path, rows, args, message):
-    from medical.survival_data import survival_csv
+    from medical.data import survival_csv
 
     args = {"time_col": "T", "event_col": "E", "gene_cols": ["g1", "g2"], **args}
     with pytest.raises(DataError) as err:
@@ -169,7 +168,7 @@ def test_cli_finetune_on_a_survival_table_with_its_own_column_names(tmp_path, ca
 
 
 def test_survival_table_masks_missing_genes(tmp_path):
-    from medical.survival_data import survival_csv
+    from medical.data import survival_csv
 
     rows = GOOD[:-1] + ["50,1,,0.3,60"]
     data = survival_csv(_table(tmp_path, rows), time_col="T", event_col="E", gene_cols=["g1", "g2"])
@@ -267,7 +266,7 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
     """Raw patient rows (unstandardised, a gene left blank, extra columns) -> the model's risks on the same
     standardised inputs; rows named by the id column."""
     from hub.cli import main
-    from medical.survival_data import deepsurv_metabric
+    from medical.data import deepsurv_metabric
 
     card = hub.model_card("survival_fusion.metabric")
     data = deepsurv_metabric()
@@ -294,7 +293,7 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
     (tmp_path / "bad.csv").write_text("id,MKI67\np1,0.5\n")
     with pytest.raises(DataError, match=r"missing columns \['EGFR'"):
-        list(hub.adapters.predict_logits(card, model, [str(tmp_path / "bad.csv")], 8))
+        list(hub.kinds.predict_logits(card, model, [str(tmp_path / "bad.csv")], 8))
 
 
 # ---- ICU stays: TFCAM, the masked GRU, PhysioNet 2012 --------------------------------------------------
@@ -348,7 +347,7 @@ def test_tfcam_members_predict_their_mean_probability():
 
 
 def test_stay_summaries_match_a_loop_over_observed_hours():
-    from medical.tfcam import stay_summaries
+    from medical.models.tfcam import stay_summaries
 
     values, mask, _ = _stays()
     mask[0, :, 1] = False  # a variable never observed
@@ -374,14 +373,14 @@ def test_tfcam_explanations_are_distributions_and_are_drawn(tmp_path):
     # each hour's between-variable attention rows sum to 1, weighted by hours that sum to 1
     torch.testing.assert_close(explained["feature_influence"].sum(1), torch.ones(5))
     assert explained["feature_influence"].shape == (5, 5)
-    from medical.tfcam_explain import plot_tfcam_explanations
+    from medical.explain import plot_tfcam_explanations
 
     path = plot_tfcam_explanations(explained, list("abcde"), tmp_path / "tfcam.png", top=3)
     assert path.stat().st_size > 10_000
 
 
 def test_physionet_record_parsing_forward_fill_and_summaries():
-    from medical.icu_data import HOURS, VARIABLES, _parse_record, prepare, summary_features
+    from medical.data import HOURS, VARIABLES, _parse_record, prepare, summary_features
 
     text = ("Time,Parameter,Value\n00:00,RecordID,1\n00:00,Age,70\n00:00,Gender,1\n00:00,Height,-1\n"
             "00:00,ICUType,2\n00:00,Weight,80\n00:00,HR,90\n00:30,HR,100\n02:10,HR,80\n03:00,Weight,81\n"
@@ -406,7 +405,7 @@ def test_physionet_record_parsing_forward_fill_and_summaries():
 
 
 def test_physionet2012_folds_are_disjoint_stratified_and_cached(tmp_path, monkeypatch):
-    from medical.icu_data import physionet2012
+    from medical.data import physionet2012
 
     monkeypatch.setenv("HUB_CACHE", str(tmp_path))
     first = physionet2012(fold=1)

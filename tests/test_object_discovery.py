@@ -8,8 +8,9 @@ import torch
 import hub
 from hub.errors import DataError, HubError
 from hub.testing import assert_overfits, params_without_grad
-from vision.object_discovery import ForegroundARI, ObjectDiscoveryTask
-from vision.shapes import MultiShapes, multi_shapes, render_scene
+from vision.data import multi_shapes
+from vision.shapes import MultiShapes, render_scene
+from vision.tasks import ForegroundARI, ObjectDiscoveryTask
 
 FAMILIES = ["slot_autoencoder_micro_64", "slot_autoencoder_64"]
 

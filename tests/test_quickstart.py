@@ -123,7 +123,7 @@ def test_finetune_on_an_image_folder(tmp_path, capsys):
     ("no_folders", "no class folders"),
 ])
 def test_image_folder_bad_input(tmp_path, layout, message):
-    from vision.datasets import image_folder
+    from vision.data import image_folder
 
     root = tmp_path / layout
     root.mkdir()

@@ -16,7 +16,7 @@ import hub
 from hub.errors import DataError, HubError
 from hub.tasks import create_task
 from hub.testing import assert_overfits, params_without_grad
-from tabular.preprocessing import TabularPreprocessor, read_table
+from tabular.io import TabularPreprocessor, read_table
 
 DIMS = dict(num_numeric=3, cat_cardinalities=[4, 5])
 _TT = dict(dim=16, depth=1, num_heads=2, dropout=0.0, mlp_dropout=0.0)
@@ -243,7 +243,7 @@ def test_shipped_weights_reproduce_their_card_and_predict_raw_rows(name, tmp_pat
 
 
 def test_tab_transformer_replaced_token_detection_pretraining_learns():
-    from tabular.tab_transformer import pretrain
+    from tabular.models.tab_transformer import pretrain
 
     torch.manual_seed(0)
     model = hub.create_model("tab_transformer", num_numeric=0, cat_cardinalities=[6, 6, 6], dim=16, depth=1,

@@ -14,9 +14,9 @@ from hub.errors import DataError
 from hub.registry import get_dataset_entry
 from hub.run.evaluate import card_data, evaluate
 from hub.run.train import train
-from timeseries.rul_data import read_cmapss_units, rul_targets
-from timeseries.rul_task import NASAScore
-from timeseries.sensor_csv import read_unit_csv
+from timeseries.data import read_cmapss_units, rul_targets
+from timeseries.io import read_unit_csv
+from timeseries.tasks import NASAScore
 
 RUL_FAMILIES = ["rul_attention", "rul_attention_gru"]
 TINY = {"num_sensors": 5, "window": 8, "horizon": 3, "dim": 16, "num_heads": 2}
@@ -123,7 +123,7 @@ def test_shipped_weights_reproduce_their_card(name, keys):
 
 
 def test_forecast_plot_of_trained_model_through_explain(tmp_path, capsys):
-    from timeseries.rul_data import cmapss_file
+    from timeseries.data import cmapss_file
 
     cmapss_file("test_FD001.txt")  # first, so a missing C-MAPSS skips (tests/conftest.py) before the CLI
     assert main(["explain", "rul_attention.fd001", "1", "2", "3", "--out", str(tmp_path)]) == 0
@@ -221,7 +221,7 @@ def _traffic_batch(batch=4, nodes=5):
 def test_traffic_models_shapes_gradients_and_overfit(family):
     torch.manual_seed(0)
     if family == "testam":  # a ring road, so every node has neighbours besides itself
-        from timeseries.testam import TESTAM
+        from timeseries.models.testam import TESTAM
 
         ring = torch.roll(torch.eye(5), 1, dims=1) + torch.roll(torch.eye(5), -1, dims=1)
         model = TESTAM(5, ring, 12, 12, dim=16, num_heads=2, speed_mean=40.0, speed_std=10.0)
@@ -252,7 +252,7 @@ def test_traffic_models_shapes_gradients_and_overfit(family):
 
 
 def test_testam_router_learns_pseudo_labels_and_routes():
-    from timeseries.testam import TESTAM
+    from timeseries.models.testam import TESTAM
 
     torch.manual_seed(0)
     model = hub.create_model("testam", **TRAFFIC_TINY, graph="")
@@ -294,7 +294,7 @@ def test_testam_loss_matches_a_naive_loop():
 def test_road_graphs_load_with_hash_and_restricted_unpickler(tmp_path):
     import pickle
 
-    from timeseries.road_graph import read_adj_pickle, road_graph
+    from timeseries.io import read_adj_pickle, road_graph
 
     assert road_graph("los_loop").shape == (207, 207) and (road_graph("los_loop") > 0).sum() == 2833
     assert road_graph("metr_la").shape == (207, 207) and (road_graph("metr_la") > 0).sum() == 1722
@@ -313,7 +313,7 @@ def test_road_graphs_load_with_hash_and_restricted_unpickler(tmp_path):
 
 
 def test_los_loop_split_and_baselines():
-    from timeseries.traffic_data import baseline_forecasts
+    from timeseries.baselines import baseline_forecasts
 
     data = get_dataset_entry("los_loop").builder()
     data.setup()
@@ -337,7 +337,7 @@ def test_traffic_recipe_smoke_run(repo, tmp_path, recipe):
 
 @pytest.mark.slow
 def test_routing_plot_of_testam(tmp_path):
-    from timeseries.testam_routing import plot_routing, routing_over_time
+    from timeseries.explain import plot_routing, routing_over_time
 
     data = get_dataset_entry("los_loop").builder()
     data.setup()
@@ -369,7 +369,7 @@ def _traffic_folder(root, sensors=4, steps=3 * 288, with_time=True, minutes=5):
 
 
 def test_speed_csv_conversions_and_time_of_day(tmp_path):
-    from timeseries.traffic_csv import read_speed_csv
+    from timeseries.io import read_speed_csv
 
     root = _traffic_folder(tmp_path / "t")
     ids, speed, time_of_day = read_speed_csv(root / "speeds.csv")

@@ -40,7 +40,7 @@ def test_halonet_input_size_error_says_what_it_needs():
 
 
 def test_cbam_and_attention_pool_maps():
-    from vision.resnet_cbam import attention_maps
+    from vision.models.resnet_cbam import attention_maps
 
     model = hub.create_model("resnet_cbam_micro_32", attention_pool=True).eval()
     maps = attention_maps(model, torch.randn(2, 3, 32, 32))
@@ -96,7 +96,7 @@ def test_image_folder_training_augmentation_is_timms_and_seeded(tmp_path, channe
 
     from PIL import Image
 
-    from vision.datasets import image_folder
+    from vision.data import image_folder
 
     generator = np.random.default_rng(0)
     for label in ("a", "b"):

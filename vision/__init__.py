@@ -1,2 +1,2 @@
 """Vision models (timm architectures and the core's attention layers) and image data."""
-from vision import cifar, coat, datasets, explain, halonet, object_discovery, resnet_cbam, shapes, slot_autoencoder, vit  # noqa: F401  (registers models, datasets, adapters)
+from vision import data, explain, io, kinds, models, shapes, tasks  # noqa: F401  (registers models, datasets, kinds)

@@ -1,0 +1,280 @@
+"""Audio datasets for recipes: the Free Spoken Digit Dataset with a speaker-held-out split, and user audio folders.
+
+Spectrograms are computed once per process (:func:`audio.features.cached_log_mels`), normalised with
+the training split's mean and std (kept in the card's ``input_spec``) and cut/padded or stretched
+(``time_fit``) to ``target_frames``; epochs after the first do no feature work. Training items are
+augmented on the cached spectrograms, seeded by (seed, epoch, index) so a resumed run augments exactly as an
+uninterrupted one: SpecAugment (torchaudio's frequency and time masking; Park et al., 2019), a random
+time roll, a random spectral tilt (``tilt``: a smooth curve over the mel bins, the same in every frame, drawn
+as random cepstral coefficients 1-3, as a different microphone or vocal tract would colour the sound), a random
+scaling of the mel axis (``warp``: vocal tract length perturbation, :func:`audio.features.warp_mel_bins`), additive
+Gaussian noise, and mixup (Zhang et al., 2018; lambda ~ Beta(10, 10) as AST) with soft targets.
+
+Shapes: items (F, T) with an int label (evaluation) or a (num_classes,) soft target (training).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchaudio
+from torch.utils.data import TensorDataset
+
+from audio.features import (
+    audio_spec,
+    cached_log_mels,
+    check_time_fit,
+    check_trim_db,
+    normalise,
+    training_stats,
+    trim_silence,
+    warp_mel_bins,
+)
+from audio.io import scan_audio_folder
+from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
+from hub.errors import DataError, DatasetUnavailable
+from hub.registry import register_dataset
+from hub.weights import is_offline
+
+FSDD_COMMIT = "26eb9aaf76e81b692f806f9140c2d2777410d7a1"
+FSDD_URL = f"https://github.com/Jakobovski/free-spoken-digit-dataset/archive/{FSDD_COMMIT}.tar.gz"
+# sha256 of MANIFEST.tsv ("path\tbytes\tsha256" rows of recordings/*.wav, sorted): it pins all 3000 files.
+FSDD_MANIFEST_SHA256 = "97ba519b95203499711033452e88eff9190e0b750080670f676fb26d292f17f4"
+FSDD_SPEAKERS = ("george", "jackson", "lucas", "nicolas", "theo", "yweweler")
+TILT_COEFFICIENTS = 3  # cepstral coefficients 1-3: slope and the two next smoothest curves over the mel bins
+
+
+class SpectrogramAugment(EpochSeededDataset):
+    """Training spectrograms with SpecAugment, time roll, spectral tilt, mel-axis warp, noise and mixup; soft
+    one-hot targets.
+
+    ``tilt`` is the std of the random cepstral coefficients 1-3 added to every frame (orthonormal DCT-II bases
+    over the mel bins, in units of the normalised spectrogram); ``warp`` scales the mel axis of each clip by a
+    factor drawn uniformly from ``[1 - warp, 1 + warp]``.
+    """
+
+    def __init__(self, specs: torch.Tensor, labels: torch.Tensor, num_classes: int, seed: int, freq_mask: int = 0,
+                 time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0, tilt: float = 0.0,
+                 warp: float = 0.0):
+        self.specs, self.labels, self.num_classes, self.seed = specs, labels, num_classes, seed
+        self.time_shift, self.noise, self.mixup, self.tilt, self.warp = time_shift, noise, mixup, tilt, warp
+        bases = torchaudio.functional.create_dct(TILT_COEFFICIENTS + 1, specs.shape[1], "ortho")  # (F, 4)
+        self.tilt_bases = bases[:, 1:]  # (F, 3): coefficient 0, the level, is left alone
+        self.masks = torch.nn.Sequential(*([torchaudio.transforms.FrequencyMasking(freq_mask)] if freq_mask else []),
+                                         *([torchaudio.transforms.TimeMasking(time_mask)] if time_mask else []))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def augmented_item(self, index: int, generator: torch.Generator):
+        rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator)))
+        x = self.specs[index]  # (F, T)
+        target = F.one_hot(self.labels[index], self.num_classes).float()  # (C,)
+        if self.mixup and rng.random() < self.mixup:
+            other, lam = int(rng.integers(len(self.labels))), float(rng.beta(10.0, 10.0))
+            x = lam * x + (1 - lam) * self.specs[other]
+            target = lam * target + (1 - lam) * F.one_hot(self.labels[other], self.num_classes).float()
+        if self.tilt:
+            coefficients = self.tilt * torch.from_numpy(rng.standard_normal(TILT_COEFFICIENTS, dtype=np.float32))
+            x = x + (self.tilt_bases @ coefficients).unsqueeze(-1)  # (F, 3) @ (3,) -> (F, 1), every frame
+        if self.warp:
+            x = warp_mel_bins(x, float(rng.uniform(1 - self.warp, 1 + self.warp)))
+        if self.time_shift:
+            x = torch.roll(x, int(rng.integers(-self.time_shift, self.time_shift + 1)), dims=-1)
+        if self.noise:
+            noise = torch.from_numpy(rng.standard_normal(x.shape, dtype=np.float32))
+            x = x + float(rng.uniform(0, self.noise)) * noise
+        if len(self.masks):
+            with torch.random.fork_rng(devices=[]):  # torchaudio's masking draws from the global RNG
+                torch.manual_seed(int(rng.integers(2**62)))
+                x = self.masks(x.unsqueeze(0)).squeeze(0)  # (F, T) -> (1, F, T) -> (F, T)
+        return x, target
+
+
+class SpectrogramData(HubDataModule):
+    """Base of the audio data modules: subclasses list (file, label) items per split in ``split_items``."""
+
+    task = "soft-label-classification"
+
+    def __init__(self, batch_size: int, num_workers: int, seed: int, target_frames: int, mean: float | None,
+                 std: float | None, augment: dict[str, Any], pretext: bool = False, lifter: int | None = None,
+                 time_fit: str = "cut", trim_db: float | None = None):
+        super().__init__(batch_size, num_workers, seed)
+        self.target_frames, self.mean, self.std, self.augment, self.pretext = target_frames, mean, std, augment, pretext
+        check_time_fit(time_fit)  # here, before any audio is read
+        check_trim_db(trim_db)
+        self.lifter, self.time_fit, self.trim_db = lifter, time_fit, trim_db
+        if pretext:
+            self.task = "masked-patch-modelling"
+
+    def split_items(self) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        splits, classes = self.split_items()
+        specs = {}
+        for name, items in splits.items():
+            spectrograms = cached_log_mels([f for f, _ in items], lifter=self.lifter)
+            specs[name] = [trim_silence(s, self.trim_db) for s in spectrograms]
+        mean, std = (self.mean, self.std) if self.mean is not None else training_stats(specs["train"])
+        self.input_spec = audio_spec(self.target_frames, mean, std, lifter=self.lifter, time_fit=self.time_fit,
+                                     trim_db=self.trim_db)
+        tensors = {}
+        for name, items in splits.items():
+            x = torch.stack([normalise(s, self.input_spec) for s in specs[name]])  # (N, F, T)
+            y = torch.tensor([label if not self.pretext else -1 for _, label in items])  # pretext: labels unread
+            tensors[name] = (x, y)
+        train_x, train_y = tensors["train"]
+        if self.pretext:
+            self.train_set = TensorDataset(train_x, train_y)
+        else:
+            self.train_set = SpectrogramAugment(train_x, train_y, len(classes), self.seed, **self.augment)
+        self.val_set, self.test_set = TensorDataset(*tensors["val"]), TensorDataset(*tensors["test"])
+        self.num_classes, self.label_names = len(classes), list(classes)
+        self.info["sizes"] = [len(splits[s]) for s in ("train", "val", "test")]
+
+    def model_args(self) -> dict[str, Any]:
+        return {**super().model_args(), "target_frames": self.target_frames}
+
+
+def _manifest_digest(root: Path) -> str:
+    rows = ["path\tbytes\tsha256"]
+    for path in sorted((root / "recordings").glob("*.wav")):
+        data = path.read_bytes()
+        rows.append(f"recordings/{path.name}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}")
+    return hashlib.sha256(("\n".join(rows) + "\n").encode()).hexdigest()
+
+
+def find_fsdd() -> Path:
+    """``HUB_DATA_DIR/fsdd`` if it is there, else the commit's archive from GitHub, checked file by file
+    against the pinned manifest digest (``FSDD_MANIFEST_SHA256``) before it is used."""
+    local = data_dir() / "fsdd"
+    if (local / "recordings").is_dir():
+        return local
+    cache = data_dir() / f"fsdd-{FSDD_COMMIT[:7]}"
+    if (cache / "recordings").is_dir():
+        return cache
+    if is_offline():
+        raise DatasetUnavailable("fsdd", f"FSDD is not in {local} and HUB_OFFLINE=1 forbids downloading {FSDD_URL}")
+    staging = cache.with_name(cache.name + ".partial")
+    try:
+        with urllib.request.urlopen(FSDD_URL, timeout=60) as response:
+            archive = tarfile.open(fileobj=io.BytesIO(response.read()), mode="r:gz")
+        (staging / "recordings").mkdir(parents=True, exist_ok=True)
+        for member in archive.getmembers():
+            if member.isfile() and "/recordings/" in member.name and member.name.endswith(".wav"):
+                (staging / "recordings" / Path(member.name).name).write_bytes(archive.extractfile(member).read())
+    except OSError as err:
+        raise DatasetUnavailable("fsdd", f"FSDD is not in {local} (set HUB_DATA_DIR) and downloading {FSDD_URL} "
+                                         f"failed: {err}") from err
+    digest = _manifest_digest(staging)
+    if digest != FSDD_MANIFEST_SHA256:
+        raise DataError(f"the FSDD download from {FSDD_URL} does not match the pinned manifest: "
+                        f"expected sha256 {FSDD_MANIFEST_SHA256}, got {digest}; left in {staging}")
+    staging.rename(cache)
+    return cache
+
+
+class FSDDData(SpectrogramData):
+    """FSDD (Jackson et al.): 3000 clips of spoken digits, 6 speakers; ``test_speaker``'s 500 clips are the
+    test set, validation is a stratified part of the other five speakers' clips."""
+
+    def __init__(self, test_speaker: str, val_fraction: float, split_seed: int, label_fraction: float, **kwargs):
+        super().__init__(**kwargs)
+        if test_speaker not in FSDD_SPEAKERS:
+            raise DataError(f"unknown FSDD speaker {test_speaker!r}; expected one of {FSDD_SPEAKERS}")
+        if not 0 < label_fraction <= 1:
+            raise DataError(f"label_fraction must be in (0, 1], got {label_fraction}")
+        self.test_speaker, self.val_fraction, self.split_seed = test_speaker, val_fraction, split_seed
+        self.label_fraction = label_fraction
+
+    def split_items(self):
+        root = find_fsdd()
+        files = sorted((root / "recordings").glob("*.wav"))
+        if len(files) != 3000:
+            raise DataError(f"expected the 3000 FSDD recordings in {root / 'recordings'}, found {len(files)}")
+        parsed = [(f, int(f.name.split("_")[0]), f.name.split("_")[1]) for f in files]  # digit_speaker_index.wav
+        test = [(f, d) for f, d, s in parsed if s == self.test_speaker]
+        rest = [(f, d, s) for f, d, s in parsed if s != self.test_speaker]
+        strata = np.array([d * 10 + FSDD_SPEAKERS.index(s) for _, d, s in rest])  # digit x speaker
+        train_idx, val_idx = stratified_split(strata, (1 - self.val_fraction, self.val_fraction), self.split_seed)
+        if self.label_fraction < 1:  # a labelled subset, stratified the same way
+            train_idx = train_idx[stratified_split(strata[train_idx], (self.label_fraction, 1 - self.label_fraction),
+                                                   self.split_seed)[0]]
+        pick = lambda idx: [(rest[i][0], rest[i][1]) for i in idx]  # noqa: E731
+        self.info.update({"source": f"Free Spoken Digit Dataset, commit {FSDD_COMMIT}",
+                          "license": "CC BY-SA 4.0", "test_speaker": self.test_speaker})
+        return {"train": pick(train_idx), "val": pick(val_idx), "test": test}, [str(d) for d in range(10)]
+
+
+def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixup: float, tilt: float,
+             warp: float) -> dict[str, Any]:
+    if not 0 <= warp < 1:
+        raise DataError(f"warp must lie in [0, 1) (the largest relative scaling of the mel axis), got {warp}")
+    return {"freq_mask": freq_mask, "time_mask": time_mask, "time_shift": time_shift, "noise": noise, "mixup": mixup,
+            "tilt": tilt, "warp": warp}
+
+
+@register_dataset(task="classification")
+def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker: str = "theo",
+         val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
+         freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
+         pretext: bool = False, lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
+         trim_db: float | None = None, warp: float = 0.0) -> FSDDData:
+    """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
+    ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`; ``lifter`` smooths the log-mels along frequency
+    (:func:`audio.features.log_mel`); ``trim_db`` trims quiet leading/trailing frames
+    (:func:`audio.features.trim_silence`); ``time_fit`` cuts/pads or stretches clips to ``target_frames``
+    (:func:`audio.features.fit_frames`)."""
+    return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
+                    num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
+                    augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), pretext=pretext,
+                    lifter=lifter, time_fit=time_fit, trim_db=trim_db)
+
+
+class AudioFolderData(SpectrogramData):
+    """A user's folder of WAV/FLAC files, one sub-folder per class, split stratified into train/val/test."""
+
+    def __init__(self, root: str, split_seed: int, val_fraction: float, test_fraction: float, **kwargs):
+        super().__init__(**kwargs)
+        self.root, self.split_seed = Path(root), split_seed
+        self.fractions = (1 - val_fraction - test_fraction, val_fraction, test_fraction)
+
+    def split_items(self):
+        found = scan_audio_folder(self.root)
+        classes = sorted(found)
+        items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
+        parts = stratified_split(np.array([label for _, label in items]), self.fractions, self.split_seed,
+                                 source=str(self.root))
+        self.info.update({"source": str(self.root), "license": "the user's data"})
+        return {s: [items[i] for i in part] for s, part in zip(("train", "val", "test"), parts)}, classes
+
+
+@register_dataset(task="classification")
+def audio_folder(root: str, target_frames: int = 100, mean: float | None = None, std: float | None = None,
+                 batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                 val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
+                 time_shift: int | None = None, noise: float = 0.1, mixup: float = 0.0,
+                 lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
+                 trim_db: float | None = None, warp: float = 0.0) -> AudioFolderData:
+    """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
+    the training split's; ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`, ``lifter`` as in
+    :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
+    :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
+    cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its
+    start (``docs/experiments/2026-12-audio-fsdd.md``)."""
+    if time_shift is None:
+        time_shift = 10 if time_fit == "cut" else 0
+    return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
+                           num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
+                           augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), lifter=lifter,
+                           time_fit=time_fit, trim_db=trim_db)

@@ -1,0 +1,263 @@
+"""Graphs for node classification: Planetoid citation graphs, Zachary's karate club, user graph folders; and
+the generated graph families for graph classification.
+
+Every data module holds one graph (a PyG ``Data`` with ``x``, ``edge_index``, ``y`` and boolean
+``train_mask``/``val_mask``/``test_mask``) and serves it as the single batch of every epoch.
+Mostly-zero features (bag-of-words) are stored as a sparse CSR matrix so that the models' input
+dropout and projection only touch the nonzero entries.
+
+Planetoid files are read from ``$HUB_DATA_DIR/planetoid`` (``ind.<name>.{x,tx,allx,y,ty,ally,graph,
+test.index}``, as in Yang et al.'s repository) with PyG's Planetoid reader; when none are there, PyG's
+``Planetoid`` downloads them into the hub's cache. The public split: 20 labelled nodes per class for
+training, 500 for validation, 1000 for testing. Features are row-normalised, as in the GAT paper.
+
+A user graph folder holds ``nodes.csv`` (a column ``id``, numeric feature columns, a column ``label``
+left blank for unlabelled nodes) and ``edges.csv`` (columns ``src``, ``dst`` naming node ids); edges
+are made undirected. The labelled nodes are split stratified into train/val/test; the unlabelled
+nodes are the ones ``attnhub predict`` labels.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+from torch_geometric.data import Data
+from torch_geometric.utils import barabasi_albert_graph, degree, erdos_renyi_graph
+
+from graph.io import node_features, read_graph_folder
+from hub.data import HubDataModule, data_dir, stratified_split
+from hub.errors import DataError, DatasetUnavailable
+from hub.registry import register_dataset
+from hub.weights import is_offline
+
+PLANETOID_FILES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
+PLANETOID_SOURCE = ("Planetoid split (Yang, Cohen, Salakhutdinov, ICML 2016), github.com/kimiyoung/planetoid; "
+                    "graphs from Sen et al. 2008 (Cora, CiteSeer) and Namata et al. 2012 (PubMed)")
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("HUB_CACHE", Path.home() / ".cache" / "attention-hub")) / "planetoid"
+
+
+def read_planetoid(name: str) -> Data:
+    """Planetoid graph ``name`` (``Cora``, ``CiteSeer``, ``PubMed``) with the public split."""
+    from torch_geometric.datasets import Planetoid
+    from torch_geometric.io import read_planetoid_data
+
+    folder = data_dir() / "planetoid"
+    prefix = name.lower()
+    present = [f for f in PLANETOID_FILES if (folder / f"ind.{prefix}.{f}").is_file()]
+    if present and len(present) < len(PLANETOID_FILES):
+        missing = [f"ind.{prefix}.{f}" for f in PLANETOID_FILES if f not in present]
+        raise DataError(f"{name}: {', '.join(missing)} missing from {folder} (found the other "
+                        f"{len(present)} ind.{prefix}.* files); place the original file(s) there "
+                        "(see PROVENANCE.md there for their sha256) to use this dataset")
+    if present:
+        return read_planetoid_data(str(folder), prefix)
+    cache = _cache_dir() / name / "raw"
+    if is_offline() and not cache.is_dir():
+        raise DatasetUnavailable(name.lower(), f"{name}: no ind.{prefix}.* files in {folder} nor in {cache}, and "
+                                               "HUB_OFFLINE=1 forbids downloading; set HUB_DATA_DIR")
+    try:
+        return Planetoid(str(_cache_dir()), name)[0]  # downloads into the cache
+    except OSError as err:  # urllib's URLError is an OSError
+        raise DatasetUnavailable(name.lower(), f"{name}: no ind.{prefix}.* files in {folder} (set HUB_DATA_DIR) "
+                                               f"and PyG's download failed: {err}") from err
+
+
+class GraphLoader(DataLoader):
+    """Yields the one graph, as is (no collation)."""
+
+    def __init__(self, graph: Data):
+        super().__init__([graph], batch_size=None, collate_fn=lambda g: g)
+
+
+class NodeGraphData(HubDataModule):
+    """One graph for full-batch node classification; ``load()`` returns ``(Data, label_names, info)``."""
+
+    task = "node-classification"
+
+    def __init__(self, seed: int = 0):
+        super().__init__(batch_size=1, num_workers=0, seed=seed)
+        self.graph: Data | None = None
+
+    def load(self) -> tuple[Data, list[str], dict[str, Any]]:
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.graph is not None:
+            return
+        graph, self.label_names, self.info = self.load()
+        self.graph = graph
+        self.num_classes = len(self.label_names)
+        self.input_spec = {"kind": "graph", "num_features": int(graph.x.shape[1]), **self.input_spec}
+        self.info = {**self.info, "num_nodes": int(graph.num_nodes), "num_edges": int(graph.edge_index.shape[1]),
+                     "split": {s: int(graph[f"{s}_mask"].sum()) for s in ("train", "val", "test")}}
+
+    def model_args(self) -> dict[str, Any]:
+        return {**super().model_args(), "in_channels": int(self.graph.x.shape[1])}
+
+    def train_dataloader(self) -> DataLoader:
+        return GraphLoader(self.graph)
+
+    val_dataloader = test_dataloader = train_dataloader
+
+
+class PlanetoidData(NodeGraphData):
+    def __init__(self, name: str, seed: int = 0):
+        super().__init__(seed)
+        self.name = name
+        self.input_spec = {"normalize": True}
+
+    def load(self):
+        raw = read_planetoid(self.name)
+        graph = Data(x=node_features(raw.x, normalize=True), edge_index=raw.edge_index, y=raw.y,
+                     train_mask=raw.train_mask, val_mask=raw.val_mask, test_mask=raw.test_mask)
+        labels = [str(i) for i in range(int(raw.y.max()) + 1)]
+        return graph, labels, {"source": PLANETOID_SOURCE, "license": "MIT (kimiyoung/planetoid repository)",
+                               "dataset": self.name}
+
+
+@register_dataset(task="node-classification")
+def cora(seed: int = 0) -> PlanetoidData:
+    """Cora citation graph (2,708 papers, 7 classes), Planetoid public split."""
+    return PlanetoidData("Cora", seed)
+
+
+@register_dataset(task="node-classification")
+def citeseer(seed: int = 0) -> PlanetoidData:
+    """CiteSeer citation graph (3,327 papers, 6 classes), Planetoid public split."""
+    return PlanetoidData("CiteSeer", seed)
+
+
+@register_dataset(task="node-classification")
+def pubmed(seed: int = 0) -> PlanetoidData:
+    """PubMed diabetes citation graph (19,717 papers, 3 classes), Planetoid public split."""
+    return PlanetoidData("PubMed", seed)
+
+
+class KarateData(NodeGraphData):
+    """Zachary's karate club (34 members, 4 communities), embedded in PyG: one labelled member per
+    community trains (PyG's mask), the rest are split in half for validation and test."""
+
+    def __init__(self, seed: int = 0, split_seed: int = 0):
+        super().__init__(seed)
+        self.split_seed = split_seed
+
+    def load(self):
+        from torch_geometric.datasets import KarateClub
+
+        raw = KarateClub()[0]
+        rest = torch.nonzero(~raw.train_mask).view(-1)
+        rest = rest[torch.randperm(len(rest), generator=torch.Generator().manual_seed(self.split_seed))]
+        val_mask, test_mask = torch.zeros_like(raw.train_mask), torch.zeros_like(raw.train_mask)
+        val_mask[rest[: len(rest) // 2]] = True
+        test_mask[rest[len(rest) // 2:]] = True
+        graph = Data(x=raw.x.float(), edge_index=raw.edge_index, y=raw.y, train_mask=raw.train_mask,
+                     val_mask=val_mask, test_mask=test_mask)
+        return graph, [str(i) for i in range(int(raw.y.max()) + 1)], {
+            "source": "Zachary, An information flow model for conflict and fission in small groups, 1977 "
+                      "(PyG KarateClub)",
+            "license": "public domain (published data)"}
+
+
+@register_dataset(task="node-classification")
+def karate_club(seed: int = 0, split_seed: int = 0) -> KarateData:
+    """Zachary's karate club, the embedded default graph (34 nodes, 4 classes)."""
+    return KarateData(seed, split_seed)
+
+
+# ---- user graph folders ------------------------------------------------------------------------------
+
+
+class GraphFolderData(NodeGraphData):
+    """A user graph folder (see the module docstring), labelled nodes split stratified."""
+
+    def __init__(self, root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
+                 test_fraction: float = 0.2, normalize: bool = False):
+        super().__init__(seed)
+        self.root, self.split_seed, self.normalize = Path(root), split_seed, normalize
+        self.val_fraction, self.test_fraction = val_fraction, test_fraction
+
+    def load(self):
+        graph, _, label_names, feature_columns = read_graph_folder(self.root)
+        labelled = torch.nonzero(graph.y >= 0).view(-1)
+        counts = torch.bincount(graph.y[labelled], minlength=len(label_names))
+        if (counts < 3).any():
+            rare = {label_names[i]: int(counts[i]) for i in torch.nonzero(counts < 3).view(-1).tolist()}
+            raise DataError(f"{self.root / 'nodes.csv'} column 'label': class(es) {rare} have fewer than 3 labelled "
+                            "nodes; the stratified train/val/test split needs at least 3 per class")
+        fractions = (1 - self.val_fraction - self.test_fraction, self.val_fraction, self.test_fraction)
+        parts = stratified_split(graph.y[labelled].numpy(), fractions, self.split_seed,
+                                 source=str(self.root / "nodes.csv"))
+        for split, part in zip(("train", "val", "test"), parts):
+            mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
+            mask[labelled[torch.from_numpy(part)]] = True
+            graph[f"{split}_mask"] = mask
+        graph.x = node_features(graph.x, self.normalize)
+        self.input_spec = {"normalize": self.normalize, "feature_columns": feature_columns}
+        return graph, label_names, {"source": str(self.root), "license": "the user's data",
+                                    "unlabelled": int((graph.y < 0).sum())}
+
+
+@register_dataset(task="node-classification")
+def graph_folder(root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
+                 test_fraction: float = 0.2, normalize: bool = False) -> GraphFolderData:
+    """A user graph: nodes.csv (id, features, label; blank = unlabelled) and edges.csv (src, dst)."""
+    return GraphFolderData(root, seed, split_seed, val_fraction, test_fraction, normalize)
+
+
+def _family_graph(label: int, num_nodes: int, mean_degree: int) -> Data:
+    if label == 0:
+        edge_index = erdos_renyi_graph(num_nodes, mean_degree / (num_nodes - 1))
+    else:
+        edge_index = barabasi_albert_graph(num_nodes, mean_degree // 2)
+    deg = degree(edge_index[0], num_nodes)
+    x = torch.stack([torch.ones(num_nodes), deg / mean_degree], 1)  # (N, 2): constant, scaled degree
+    return Data(x=x, edge_index=edge_index, y=torch.tensor([label]))
+
+
+class GraphFamiliesData(HubDataModule):
+    """Erdős–Rényi (label 0) vs Barabási–Albert (label 1) graphs of 20-40 nodes and mean degree ~4,
+    drawn from ``data_seed`` so the splits do not move with the training seed."""
+
+    task = "graph-classification"
+
+    def __init__(self, num_train: int, num_val: int, num_test: int, data_seed: int, batch_size: int, seed: int):
+        super().__init__(batch_size, 0, seed)
+        self.sizes, self.data_seed = (num_train, num_val, num_test), data_seed
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        generator = torch.Generator().manual_seed(self.data_seed)
+        torch_state = torch.get_rng_state()
+        torch.manual_seed(self.data_seed)  # PyG's generators draw from the global RNG
+        graphs = [_family_graph(i % 2, int(torch.randint(20, 41, (1,), generator=generator)), 4)
+                  for i in range(sum(self.sizes))]
+        torch.set_rng_state(torch_state)
+        a, b = self.sizes[0], self.sizes[0] + self.sizes[1]
+        self.train_set, self.val_set, self.test_set = graphs[:a], graphs[a:b], graphs[b:]
+        self.num_classes, self.label_names = 2, ["erdos_renyi", "barabasi_albert"]
+        self.input_spec = {"kind": "graph-batch", "num_features": 2}
+        self.info = {"source": "generated by graph.data (PyG erdos_renyi_graph / barabasi_albert_graph)",
+                     "license": "generated data", "sizes": list(self.sizes)}
+
+    def model_args(self):
+        return {**super().model_args(), "in_channels": 2}
+
+    def _loader(self, dataset, train: bool) -> DataLoader:
+        from torch_geometric.loader import DataLoader as GraphBatchLoader
+
+        generator = torch.Generator().manual_seed(self.seed)
+        return GraphBatchLoader(dataset, batch_size=self.batch_size, shuffle=train, generator=generator)
+
+
+@register_dataset(task="graph-classification")
+def graph_families(num_train: int = 512, num_val: int = 128, num_test: int = 256, data_seed: int = 0,
+                   batch_size: int = 32, seed: int = 0) -> GraphFamiliesData:
+    """Generated graphs: Erdős–Rényi vs Barabási–Albert of equal size and mean degree (graph classification)."""
+    return GraphFamiliesData(num_train, num_val, num_test, data_seed, batch_size, seed)

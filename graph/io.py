@@ -1,0 +1,88 @@
+"""Reading and checking the user's graph folder: ``nodes.csv`` (a column ``id``, numeric feature columns, a
+column ``label`` left blank for unlabelled nodes) and ``edges.csv`` (columns ``src``, ``dst`` naming node ids);
+and the node features as the models take them (row-normalised, sparse when mostly zero)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import to_undirected
+
+from hub.data import read_csv_rows
+from hub.errors import DataError
+
+SPARSE_BELOW = 0.1  # features with fewer nonzeros than this fraction are stored as sparse CSR
+
+
+def node_features(x: torch.Tensor, normalize: bool) -> torch.Tensor:
+    x = x.float()
+    if normalize:
+        x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
+    return x.to_sparse_csr() if (x != 0).float().mean() < SPARSE_BELOW else x
+
+
+def _read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
+    rows = read_csv_rows(path, f"a header row with the columns {list(required)} (a graph folder holds nodes.csv: "
+                               "id, feature columns, label; and edges.csv: src, dst)")
+    header = [h.strip() for h in rows[0]]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {missing}; expected columns {list(required)}, got {header}")
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise DataError(f"{path} line {number}: {len(row)} values but the header has {len(header)} columns")
+    return header, rows[1:]
+
+
+def read_graph_folder(root: str | Path) -> tuple[Data, list[str], list[str], list[str]]:
+    """A user graph folder -> (graph with ``y = -1`` on unlabelled nodes, node ids, label names,
+    feature column names). Raises :class:`DataError` naming the file, column and line of bad input."""
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"graph folder {root} does not exist or is not a folder")
+    nodes_path, edges_path = root / "nodes.csv", root / "edges.csv"
+    header, rows = _read_csv(nodes_path, ("id", "label"))
+    id_col, label_col = header.index("id"), header.index("label")
+    feature_cols = [i for i in range(len(header)) if i not in (id_col, label_col)]
+    if not feature_cols:
+        raise DataError(f"{nodes_path}: no feature columns; expected numeric columns besides 'id' and 'label'")
+    ids = [row[id_col].strip() for row in rows]
+    seen: dict[str, int] = {}
+    for number, node in enumerate(ids, start=2):
+        if node in seen:
+            raise DataError(f"{nodes_path} column 'id': duplicate id {node!r} on lines {seen[node]} and {number}; "
+                            "expected each node once")
+        seen[node] = number
+    features = np.empty((len(rows), len(feature_cols)), dtype=np.float32)
+    for number, row in enumerate(rows, start=2):
+        for j, col in enumerate(feature_cols):
+            try:
+                features[number - 2, j] = float(row[col])
+            except ValueError:
+                raise DataError(f"{nodes_path} line {number} column {header[col]!r}: {row[col]!r} is not a number; "
+                                "expected numeric feature values") from None
+    if not np.isfinite(features).all():
+        raise DataError(f"{nodes_path}: feature values must be finite numbers (found nan or inf)")
+    raw_labels = [row[label_col].strip() for row in rows]
+    label_names = sorted({label for label in raw_labels if label})
+    if not label_names:
+        raise DataError(f"{nodes_path} column 'label' is blank on every line; expected labels on the nodes to "
+                        "train on (blank only for the nodes to predict)")
+    y = torch.tensor([label_names.index(label) if label else -1 for label in raw_labels])
+    edge_header, edge_rows = _read_csv(edges_path, ("src", "dst"))
+    src_col, dst_col = edge_header.index("src"), edge_header.index("dst")
+    index = {node: i for i, node in enumerate(ids)}
+    pairs = []
+    for number, row in enumerate(edge_rows, start=2):
+        for name, col in (("src", src_col), ("dst", dst_col)):
+            if row[col].strip() not in index:
+                raise DataError(f"{edges_path} line {number} column {name!r}: {row[col].strip()!r} is not an id in "
+                                f"{nodes_path}; expected edges between listed nodes")
+        pairs.append((index[row[src_col].strip()], index[row[dst_col].strip()]))
+    if not pairs:
+        raise DataError(f"{edges_path} has a header but no edges; expected one 'src,dst' row per edge")
+    edge_index = torch.tensor(pairs, dtype=torch.long).t().reshape(2, -1)
+    graph = Data(x=torch.from_numpy(features), edge_index=to_undirected(edge_index, num_nodes=len(ids)), y=y)
+    return graph, ids, label_names, [header[c] for c in feature_cols]

@@ -1,0 +1,171 @@
+"""Input kinds: what a model takes from the user, named by its card's ``input_spec["kind"]``.
+
+Each kind is one class, registered with :func:`register_kind` by the domain that reads it (in
+``<domain>/kinds.py``): its ``Spec`` (a dataclass of the ``input_spec`` fields it reads, checked by
+``Spec.from_card``) and the operations it supports:
+
+- ``finetune_data(card, path, **options)`` turns ``--data PATH`` into a recipe ``data`` section
+  (an image folder, a CSV table, a folder of WAV files, ...);
+- ``predict(card, model, paths, batch_size)`` runs the model over input files (or a folder), streaming in
+  batches, and yields ``(names, outputs)``; a file that does not fit raises a clear error naming it;
+- ``explain(card, model, inputs, out_dir[, data])`` draws what the model attends to for some inputs (image or
+  audio files, node ids, unit numbers; default: a sample of the card's test data) and yields the figures' paths;
+- ``baseline(run_dir)`` scores a classical model on the split of a finished run, for the report that
+  ``finetune`` prints (e.g. HistGradientBoosting next to a tabular model), or returns None;
+- ``default_recipe(family, path, **options)``, on the main kind of a domain, lets
+  ``attnhub finetune FAMILY --data PATH`` train a family of that domain that has no pretrained tag (e.g. ``tabr``
+  on a CSV never seen before).
+
+An operation a kind does not support raises :class:`DataError` naming the kind and the operation.
+
+>>> @dataclass(frozen=True)
+... class PointsSpec(KindSpec):
+...     dim: int
+>>> PointsSpec.from_dict({"kind": "points", "dim": 3}, "a card").dim
+3
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable, Iterator
+
+from hub.errors import DataError
+from hub.registry import Registry, get_model_entry
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """The ``input_spec`` fields a kind reads, as a dataclass; other fields of the card's spec are ignored."""
+
+    @classmethod
+    def from_dict(cls, spec: dict[str, Any], where: str) -> KindSpec:
+        """The typed spec of the ``input_spec`` dict of ``where`` (a card); a missing field raises naming it."""
+        wanted = dataclasses.fields(cls)
+        missing = [f.name for f in wanted if f.name not in spec
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise DataError(f"the input_spec of {where} (kind {spec.get('kind')!r}) lacks the field(s) "
+                            f"{', '.join(missing)}; that kind needs {', '.join(f.name for f in wanted)}")
+        return cls(**{f.name: spec[f.name] for f in wanted if f.name in spec})
+
+    @classmethod
+    def from_card(cls, card) -> KindSpec:
+        return cls.from_dict(card.input_spec, f"the card of {card.name}")
+
+
+class InputKind:
+    """One input kind: subclass it, set ``name``, ``domain`` and ``Spec``, define the operations the kind supports,
+    and decorate the class with :func:`register_kind`."""
+
+    name: ClassVar[str]
+    domain: ClassVar[str]  # the domain package whose default recipe this kind gives, if it defines one
+    Spec: ClassVar[type[KindSpec]] = KindSpec
+
+    def spec(self, card) -> Any:
+        """The card's ``input_spec`` as this kind's typed :attr:`Spec`."""
+        return self.Spec.from_card(card)
+
+    def unsupported(self, operation: str) -> DataError:
+        return DataError(f"{operation} is not available for inputs of kind {self.name!r} "
+                         f"(available for kinds: {kinds_supporting(_OPERATIONS[operation])})")
+
+    def finetune_data(self, card, path: str, **options) -> dict[str, Any]:
+        """The recipe ``data`` section reading the user's data at ``path`` for the model of ``card``."""
+        raise self.unsupported(FINETUNE)
+
+    def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], Any]]:
+        """``(names, outputs)`` for the inputs at ``paths``, ``batch_size`` at a time."""
+        raise self.unsupported(PREDICT)
+
+    def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
+        """Figures of what the model attends to for ``inputs``, written to ``out_dir``."""
+        raise self.unsupported(EXPLAIN)
+
+    def baseline(self, run_dir) -> tuple[str, dict[str, float]] | None:
+        """A classical baseline's ``(name, test metrics)`` on the split of ``run_dir``; None when the kind has none."""
+        return None
+
+    def default_recipe(self, family: str, path: str, **options) -> dict[str, Any]:
+        """A recipe dict training the untrained ``family`` of :attr:`domain` on the user's data at ``path``."""
+        raise self.unsupported(DEFAULT_RECIPE)
+
+
+KINDS: Registry[type[InputKind]] = Registry("input kind")
+FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE = ("fine-tuning on user data", "prediction from files", "explanations",
+                                              "a default recipe for user data")
+_OPERATIONS = {FINETUNE: "finetune_data", PREDICT: "predict", EXPLAIN: "explain", DEFAULT_RECIPE: "default_recipe"}
+
+
+def register_kind(cls: type[InputKind]) -> type[InputKind]:
+    """Class decorator registering an :class:`InputKind` subclass under its ``name``."""
+    return KINDS.register(cls.name, cls)
+
+
+def kinds_supporting(method: str) -> list[str]:
+    """The registered kinds that define ``method`` (override the base class's)."""
+    return [n for n in KINDS.names() if getattr(KINDS.get(n), method) is not getattr(InputKind, method)]
+
+
+def kind_of(card) -> InputKind:
+    """The kind of the card's inputs, its domain imported when needed; its spec is checked."""
+    name = card.input_spec.get("kind")
+    if name is None:
+        raise DataError(f"the card of {card.name} has no input_spec.kind; cannot tell what data it takes")
+    if name not in KINDS:
+        get_model_entry(card.family)  # imports the family's domain package, which registers its kinds
+    if name not in KINDS:
+        raise DataError(f"inputs of kind {name!r} (the card of {card.name}) have no registered input kind, so "
+                        f"no fine-tuning, prediction or explanation on user data (kinds: {KINDS.names()})")
+    kind = KINDS.get(name)()
+    kind.spec(card)
+    return kind
+
+
+def _with_options(fn: Callable, where: str, args: tuple, options: dict[str, Any]):
+    """Call ``fn`` with the options that were given (not None); one it does not take raises naming it."""
+    given = {k: v for k, v in options.items() if v is not None}
+    parameters = inspect.signature(fn).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    unknown = sorted(k for k in given if k not in parameters and not takes_any)
+    if unknown:
+        raise DataError(f"option(s) {', '.join('--' + k for k in unknown)} do not apply to {where}")
+    return fn(*args, **given)
+
+
+def finetune_data_section(card, path: str, **options) -> dict[str, Any]:
+    """The recipe ``data`` section that reads the user's data at ``path`` for the model of ``card``;
+    ``options`` (e.g. ``target``, ``task`` for tables) are passed on when given."""
+    kind = kind_of(card)
+    return _with_options(kind.finetune_data, f"inputs of kind {kind.name!r}", (card, path), options)
+
+
+def default_recipe(family: str, path: str, **options) -> dict[str, Any]:
+    """A recipe dict training the untrained ``family`` on the user's data at ``path``, from the default recipe of
+    the family's domain (which the domain's main kind gives)."""
+    domain = get_model_entry(family).domain
+    givers = {KINDS.get(n).domain: KINDS.get(n) for n in kinds_supporting("default_recipe")}
+    if domain not in givers:
+        raise DataError(f"{family!r} has no pretrained tag given and its domain {domain!r} has no default recipe for "
+                        f"user data (available for: {sorted(givers)}); name a pretrained tag or a run folder")
+    return _with_options(givers[domain]().default_recipe, f"the {domain} domain", (family, path), options)
+
+
+def baseline(card, run_dir) -> tuple[str, dict[str, float]] | None:
+    """A classical baseline's test metrics on the split of ``run_dir``, or None when the input kind has none."""
+    name = card.input_spec.get("kind", "")
+    return KINDS.get(name)().baseline(run_dir) if name in KINDS else None
+
+
+def predict_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], Any]]:
+    """Yield ``(names, logits)`` for the inputs, ``batch_size`` at a time."""
+    return kind_of(card).predict(card, model, paths, batch_size)
+
+
+def explain_inputs(card, model, inputs: list[str], out_dir, data: str | None = None) -> Iterator[Path]:
+    """Figures of what the model attends to for ``inputs`` (see the kind's ``explain``), written to ``out_dir``."""
+    kind = kind_of(card)
+    return _with_options(kind.explain, f"explaining inputs of kind {kind.name!r}", (card, model, inputs, out_dir),
+                         {"data": data})

@@ -1,0 +1,455 @@
+"""Medical datasets for recipes: survival tables (the DeepSurv benchmark sets METABRIC, SUPPORT, GBSG, WHAS and a
+user's CSV file) and the PhysioNet 2012 ICU stays.
+
+Survival tables
+---------------
+
+Every sample is ``(inputs, target)``: ``inputs`` a dict with ``"clinical"`` (C,) and, when the table
+has gene columns, ``"genes"`` (G,) with ``"gene_mask"`` (G,) bool (False = not measured for this
+patient: the missing-modality path); ``target`` is ``(time, event)``. Columns are standardised with
+the training part's mean and std, which the model card keeps in ``input_spec`` for prediction.
+
+The Cox loss compares each event with its whole risk set, so the default ``batch_size`` (8192) puts
+every split in a single batch (full-batch training, as DeepSurv's Theano code does): the
+partial likelihood of a batch is then the exact one of the training set.
+
+>>> data = deepsurv_metabric(); data.setup()
+>>> inputs, target = data.train_set[0]; inputs["genes"].shape, inputs["clinical"].shape, target.shape
+(torch.Size([4]), torch.Size([5]), torch.Size([2]))
+
+ICU stays
+---------
+PhysioNet/CinC Challenge 2012, training set A: 4000 ICU stays, the first 48 h of 37 irregularly sampled
+variables and 6 admission descriptors, with in-hospital death as the binary target.
+
+Each stay becomes an hourly grid: ``values`` (48, 37) holds the mean of the observations in each hour,
+``mask`` (48, 37) is True where the hour had an observation; hours without one carry the last
+observed value forward (the mean before the first). Values are clipped to the training part's 1st-99th
+percentiles and standardised with its observed mean and std (kept in the card). ``static`` holds the
+standardised age, gender, height, weight on admission and the one-hot ICU type, with missing
+descriptors (``-1``) at the mean and flagged. Batches: ``({"values", "mask", "static"}, y)``.
+
+Splits are stratified by outcome: ``fold`` k of 5 is the test part (20%), 1/8 of the rest validates.
+Parsing the 4000 text files (each checked against MANIFEST.tsv's sha256) takes seconds; the grids are
+cached in ``HUB_CACHE``/data, keyed by the manifest's sha256, so later runs load one ``.npz``.
+
+>>> data = physionet2012(fold=0); data.setup()
+>>> inputs, y = data.train_set[0]; inputs["values"].shape, inputs["static"].shape
+(torch.Size([48, 37]), torch.Size([9]))
+"""
+from __future__ import annotations
+
+import csv
+import io
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from hub.data import HubDataModule, data_dir, dataset_file, read_csv_frame, stratified_split
+from hub.errors import DataError, DatasetUnavailable
+from hub.io import atomic_write_bytes
+from hub.registry import register_dataset
+from hub.weights import cache_dir, read_verified, sha256_bytes
+from medical.io import _bad_rows, feature_matrix
+
+# The files of ../shared/data/deepsurv/PROVENANCE.md: GitHub jaredleekatzman/DeepSurv at a fixed commit.
+DEEPSURV_URL = ("https://raw.githubusercontent.com/jaredleekatzman/DeepSurv/"
+                "41eed003e5b892c81e7855e400861fa7a2d9da4f/experiments/data/{folder}/{file}")
+DEEPSURV_INFO = {"source": "DeepSurv experiments (Katzman et al., BMC Med. Res. Methodol. 18:24, 2018), "
+                           "github.com/jaredleekatzman/DeepSurv experiments/data",
+                 "license": "MIT (repository); the original studies' terms apply to the data"}
+# name -> (folder, file, sha256, bytes, gene columns, clinical columns), in the file's column order.
+# Column meanings follow PROVENANCE.md (the files store no names); only METABRIC has gene expression,
+# the other sets are clinical only and train with the genetic branch absent.
+DEEPSURV_SETS = {
+    "metabric": ("metabric", "metabric_IHC4_clinical_train_test.h5",
+                 "e959131973c906c7e8b1e662c81160914768156a6da145a9bfed9b9ee8bf3e72", 90_016,
+                 ["MKI67", "EGFR", "PGR", "ERBB2"],
+                 ["hormone_treatment", "radiotherapy", "chemotherapy", "er_positive", "age"]),
+    "support": ("support", "support_train_test.h5",
+                "e398f49930e4efc4ecd675a72ac547f0d1ae25ccf13f6a1024cded12ea88a83e", 574_112, [],
+                ["age", "sex", "num_comorbidities", "race", "diabetes", "dementia", "cancer", "mean_blood_pressure",
+                 "heart_rate", "respiration_rate", "temperature", "sodium", "white_blood_cells", "creatinine"]),
+    "gbsg": ("gbsg", "gbsg_cancer_train_test.h5",
+             "bd455f4395322a8b23040c15cedbef00ad51a447d02c95f1f1d686a6b196484b", 86_592, [],
+             ["hormonal_treatment", "tumour_size_category", "menopausal", "age", "positive_nodes",
+              "progesterone_receptor", "oestrogen_receptor"]),
+    "whas": ("whas", "whas_train_test.h5",
+             "2ed86f073fdbe34be10f7e485eeaf67b61004521390c46b9a18aa9b82d5e8f9c", 58_656, [],
+             ["binary_x0", "age", "binary_x2", "bmi", "binary_x4", "binary_x5"]),
+}
+
+
+class SurvivalRows(Dataset):
+    """Rows of a standardised survival table; ``genes`` may be absent (G = 0)."""
+
+    def __init__(self, clinical: np.ndarray, genes: np.ndarray, gene_mask: np.ndarray, time: np.ndarray,
+                 event: np.ndarray):
+        self.clinical = torch.as_tensor(clinical, dtype=torch.float32)  # (N, C)
+        self.genes = torch.as_tensor(genes, dtype=torch.float32)  # (N, G)
+        self.gene_mask = torch.as_tensor(gene_mask, dtype=torch.bool)  # (N, G)
+        self.target = torch.as_tensor(np.stack([time, event], 1), dtype=torch.float32)  # (N, 2): time, event
+
+    def __len__(self) -> int:
+        return len(self.target)
+
+    def __getitem__(self, i):
+        inputs = {"clinical": self.clinical[i]}
+        if self.genes.shape[1]:
+            inputs.update(genes=self.genes[i], gene_mask=self.gene_mask[i])
+        return inputs, self.target[i]
+
+
+class SurvivalTableData(HubDataModule):
+    """Base of the survival tables: subclasses return the raw parts in :meth:`load`; this class carves a
+    validation part from train (stratified by event, fixed ``split_seed``), standardises and builds the sets.
+    ``loss`` and ``rank_weight`` configure the training loss (:class:`medical.tasks.SurvivalTask`)."""
+
+    task = "survival"
+
+    def __init__(self, batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                 val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0):
+        super().__init__(batch_size, num_workers, seed)
+        self.split_seed, self.val_fraction, self.loss, self.rank_weight = split_seed, val_fraction, loss, rank_weight
+        self.gene_names: list[str] = []
+        self.clinical_names: list[str] = []
+        self.train_time = self.train_event = None
+
+    def load(self) -> dict[str, Any]:
+        """``{"train": (x, time, event), "test": (x, time, event), "genes": [...], "clinical": [...]}`` with
+        x (N, G + C): gene columns first, NaN where a gene was not measured."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        parts = self.load()
+        self.gene_names, self.clinical_names = list(parts["genes"]), list(parts["clinical"])
+        x, time, event = parts["train"]
+        train, val = stratified_split(event.astype(np.int64), (1 - self.val_fraction, self.val_fraction),
+                                      self.split_seed, source=parts.get("info", {}).get("source"))
+        mean = np.nanmean(x[train], 0)
+        std = np.nanstd(x[train], 0)
+        std = np.where(std > 0, std, 1.0)
+        self.train_time, self.train_event = time[train], event[train]
+        self.train_set = self._rows(x[train], time[train], event[train], mean, std)
+        self.val_set = self._rows(x[val], time[val], event[val], mean, std)
+        self.test_set = self._rows(*parts["test"], mean, std)
+        self.input_spec = {"kind": "survival_table", "genes": self.gene_names, "clinical": self.clinical_names,
+                           "mean": [float(v) for v in mean], "std": [float(v) for v in std]}
+        self.info = {**parts["info"], "sizes": [len(train), len(val), len(parts["test"][1])],
+                     "split": f"validation: {self.val_fraction:.0%} of train, stratified by event, "
+                              f"split_seed={self.split_seed}"}
+        self.output_names = ["risk"]  # one log hazard ratio per patient
+
+    def _rows(self, x: np.ndarray, time: np.ndarray, event: np.ndarray, mean, std) -> SurvivalRows:
+        z = (x - mean) / std  # (N, G + C)
+        g = len(self.gene_names)
+        present = ~np.isnan(z[:, :g])
+        return SurvivalRows(z[:, g:], np.nan_to_num(z[:, :g]), present, time, event)
+
+    def task_args(self) -> dict[str, Any]:
+        # Uno's C weights pairs by the censoring distribution of the training part.
+        return {"loss": self.loss, "rank_weight": self.rank_weight, "train_time": self.train_time.tolist(),
+                "train_event": self.train_event.tolist()}
+
+    def model_args(self) -> dict[str, Any]:
+        return {"num_genes": len(self.gene_names), "num_clinical": len(self.clinical_names)}
+
+
+def deepsurv_file(name: str) -> Path:
+    """Local path of a DeepSurv set: ``data_dir()/deepsurv/<file>`` if present, else downloaded into the
+    cache. The full sha256 is checked either way."""
+    folder, file, sha256, num_bytes = DEEPSURV_SETS[name][:4]
+    path = dataset_file(f"deepsurv {name}", data_dir() / "deepsurv" / file,
+                        DEEPSURV_URL.format(folder=folder, file=file), sha256, num_bytes)
+    read_verified(path, sha256)
+    return path
+
+
+class DeepSurvData(SurvivalTableData):
+    """One DeepSurv benchmark set with its published train/test split."""
+
+    def __init__(self, name: str, **kwargs):
+        super().__init__(**kwargs)
+        self.name = name
+
+    def load(self) -> dict[str, Any]:
+        import h5py
+
+        genes, clinical = DEEPSURV_SETS[self.name][4:]
+        with h5py.File(deepsurv_file(self.name), "r") as f:
+            parts = {split: (f[split]["x"][:].astype(np.float64), f[split]["t"][:].astype(np.float64),
+                             f[split]["e"][:].astype(np.float64)) for split in ("train", "test")}
+        width = parts["train"][0].shape[1]
+        if width != len(genes) + len(clinical):
+            raise DataError(f"{self.name}: expected {len(genes) + len(clinical)} columns, got {width}")
+        return {**parts, "genes": genes, "clinical": clinical, "info": dict(DEEPSURV_INFO)}
+
+
+@register_dataset(task="survival")
+def deepsurv_metabric(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                      val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
+    """METABRIC (DeepSurv split): 4 gene expressions (MKI67, EGFR, PGR, ERBB2) + 5 clinical features."""
+    return DeepSurvData("metabric", batch_size=batch_size, num_workers=num_workers, seed=seed,
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
+
+
+@register_dataset(task="survival")
+def deepsurv_support(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                     val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
+    """SUPPORT (DeepSurv split): 14 clinical features, no genes."""
+    return DeepSurvData("support", batch_size=batch_size, num_workers=num_workers, seed=seed,
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
+
+
+@register_dataset(task="survival")
+def deepsurv_gbsg(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                  val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
+    """Rotterdam (train) / GBSG (test), DeepSurv split: 7 clinical features, no genes."""
+    return DeepSurvData("gbsg", batch_size=batch_size, num_workers=num_workers, seed=seed,
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
+
+
+@register_dataset(task="survival")
+def deepsurv_whas(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                  val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0) -> DeepSurvData:
+    """WHAS (DeepSurv split): 6 clinical features, no genes."""
+    return DeepSurvData("whas", batch_size=batch_size, num_workers=num_workers, seed=seed,
+                        split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
+
+
+class SurvivalCSVData(SurvivalTableData):
+    """A user's survival table (CSV with a header): one row per patient, split stratified by event into
+    train / validation / test. Gene columns may have empty cells (that gene is masked for that patient)."""
+
+    def __init__(self, path: str, time_col: str, event_col: str, gene_cols: list[str], clinical_cols: list[str] | None,
+                 test_fraction: float, expect_num_genes: int | None, expect_num_clinical: int | None, **kwargs):
+        super().__init__(**kwargs)
+        self.path, self.time_col, self.event_col = Path(path), time_col, event_col
+        self.gene_cols, self.clinical_cols, self.test_fraction = list(gene_cols), clinical_cols, test_fraction
+        self.expect = {"gene": expect_num_genes, "clinical": expect_num_clinical}
+
+    def load(self) -> dict[str, Any]:
+        import pandas as pd
+
+        table = read_csv_frame(self.path, f"a survival table: one row per patient with the columns "
+                                          f"{self.time_col!r} (time), {self.event_col!r} (0/1 event) and features")
+        clinical = self.clinical_cols if self.clinical_cols is not None else [
+            c for c in table.columns if c not in (self.time_col, self.event_col, *self.gene_cols)]
+        wanted = {"time column (data.args.time_col)": [self.time_col], "event column (data.args.event_col)":
+                  [self.event_col], "gene columns (data.args.gene_cols)": self.gene_cols,
+                  "clinical columns (data.args.clinical_cols)": clinical}
+        missing = {role: [c for c in cols if c not in table.columns] for role, cols in wanted.items()}
+        missing = {role: cols for role, cols in missing.items() if cols}
+        if missing:
+            raise DataError(f"{self.path}: missing columns "
+                            + "; ".join(f"{role}: {cols}" for role, cols in missing.items())
+                            + f"; the file has columns {list(table.columns)}")
+        for kind, cols in (("gene", self.gene_cols), ("clinical", clinical)):
+            if self.expect[kind] is not None and len(cols) != self.expect[kind]:
+                raise DataError(f"the model takes {self.expect[kind]} {kind} columns, but {len(cols)} are named "
+                                f"({cols}); set data.args.{kind}_cols to {self.expect[kind]} columns of "
+                                f"{self.path.name}")
+        time = pd.to_numeric(table[self.time_col], errors="coerce").to_numpy(np.float64)
+        if not np.isfinite(time).all():
+            raise DataError(f"{self.path}: time column {self.time_col!r} has missing, infinite or non-numeric values "
+                            f"at rows {_bad_rows(~np.isfinite(time))}; expected a time >= 0 for every patient")
+        if (time < 0).any():
+            raise DataError(f"{self.path}: time column {self.time_col!r} has negative times at rows "
+                            f"{_bad_rows(time < 0)}; expected times >= 0")
+        event_raw = pd.to_numeric(table[self.event_col], errors="coerce").to_numpy(np.float64)
+        bad = ~np.isin(event_raw, (0.0, 1.0))
+        if bad.any():
+            found = sorted({str(v) for v in table[self.event_col][bad].tolist()})[:5]
+            raise DataError(f"{self.path}: event column {self.event_col!r} must hold 0 (censored) or 1 (event); "
+                            f"found {found} at rows {_bad_rows(bad)}")
+        if event_raw.sum() == 0:
+            raise DataError(f"{self.path}: event column {self.event_col!r} has no events (all 0); the Cox loss "
+                            "needs at least one observed event")
+        x = feature_matrix(table, self.path, self.gene_cols, clinical)
+        rest, test = stratified_split(event_raw.astype(np.int64), (1 - self.test_fraction, self.test_fraction),
+                                      self.split_seed, source=str(self.path))
+        return {"train": (x[rest], time[rest], event_raw[rest]), "test": (x[test], time[test], event_raw[test]),
+                "genes": self.gene_cols, "clinical": clinical,
+                "info": {"source": str(self.path), "license": "the user's data",
+                         "test_split": f"{self.test_fraction:.0%} stratified by event, split_seed={self.split_seed}"}}
+
+
+@register_dataset(task="survival")
+def survival_csv(path: str, time_col: str = "time", event_col: str = "event", gene_cols: list[str] = (),
+                 clinical_cols: list[str] | None = None, test_fraction: float = 0.2,
+                 expect_num_genes: int | None = None, expect_num_clinical: int | None = None,
+                 batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
+                 split_seed: int = 0, val_fraction: float = 0.2, loss: str = "efron",
+                 rank_weight: float = 0.0) -> SurvivalCSVData:
+    """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest)."""
+    return SurvivalCSVData(path, time_col, event_col, list(gene_cols), clinical_cols, test_fraction, expect_num_genes,
+                           expect_num_clinical, batch_size=batch_size, num_workers=num_workers, seed=seed,
+                           split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
+
+
+VARIABLES = ["ALP", "ALT", "AST", "Albumin", "BUN", "Bilirubin", "Cholesterol", "Creatinine", "DiasABP", "FiO2",
+             "GCS", "Glucose", "HCO3", "HCT", "HR", "K", "Lactate", "MAP", "MechVent", "Mg", "NIDiasABP", "NIMAP",
+             "NISysABP", "Na", "PaCO2", "PaO2", "Platelets", "RespRate", "SaO2", "SysABP", "Temp", "TroponinI",
+             "TroponinT", "Urine", "WBC", "Weight", "pH"]
+DESCRIPTORS = ["Age", "Gender", "Height", "Weight"]
+HOURS = 48
+MANIFEST_SHA256 = "2783d6fe8bd2896a3936bd8a0396724a4262e4255a4ffde50cf17a44c02aad3d"
+DOWNLOAD = "https://physionet.org/content/challenge-2012/1.0.0/"
+SOURCE = ("PhysioNet/CinC Challenge 2012 training set A (Silva et al., Computing in Cardiology 39, 2012), "
+          "physionet.org/content/challenge-2012/1.0.0")
+
+
+def _parse_record(text: str) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+    """One record file -> hourly sums (48, 37), counts (48, 37), first-row descriptors."""
+    sums, counts = np.zeros((HOURS, len(VARIABLES))), np.zeros((HOURS, len(VARIABLES)))
+    descriptors: dict[str, float] = {}
+    index = {v: i for i, v in enumerate(VARIABLES)}
+    for time, name, value in list(csv.reader(io.StringIO(text)))[1:]:
+        minutes = int(time[:2]) * 60 + int(time[3:])
+        if minutes == 0 and name in (*DESCRIPTORS, "ICUType") and name not in descriptors:
+            descriptors[name] = float(value)
+            continue
+        if name in index and float(value) >= 0:  # -1: not measured
+            hour = min(minutes // 60, HOURS - 1)  # 48:00 belongs to the last hour
+            sums[hour, index[name]] += float(value)
+            counts[hour, index[name]] += 1
+    return sums, counts, descriptors
+
+
+def load_grids(root: Path) -> dict[str, np.ndarray]:
+    """The raw hourly grids of set A (cached): ``means`` (N, 48, 37) NaN where unobserved, ``static_raw``
+    (N, 5): age, gender, height, weight, ICU type (NaN if missing), ``y`` (N,), ``ids`` (N,)."""
+    manifest = root / "MANIFEST.tsv"
+    if not manifest.is_file():
+        raise DatasetUnavailable("physionet2012", f"{manifest} not found; download set-a.tar.gz and Outcomes-a.txt "
+                                 f"from {DOWNLOAD} (a credentialed-free PhysioNet page), unpack them with the "
+                                 f"MANIFEST.tsv of the hub's PROVENANCE.md into {root}, or set HUB_DATA_DIR")
+    digest = sha256_bytes(manifest.read_bytes())
+    if digest != MANIFEST_SHA256:
+        raise DataError(f"{manifest}: sha256 {digest}, expected {MANIFEST_SHA256}; not the known set A")
+    cache = cache_dir() / "data" / f"physionet2012-{digest[:16]}.npz"
+    if cache.is_file():
+        with np.load(cache) as saved:
+            return dict(saved)
+    outcomes = {row["RecordID"]: int(row["In-hospital_death"])
+                for row in csv.DictReader(open(root / "Outcomes-a.txt", newline=""))}
+    expected = {line.split("\t")[0]: line.split("\t")[2] for line in manifest.read_text().splitlines()[1:]}
+    ids = sorted(outcomes)
+    means = np.full((len(ids), HOURS, len(VARIABLES)), np.nan, dtype=np.float32)
+    static = np.full((len(ids), 5), np.nan, dtype=np.float32)
+    for n, record in enumerate(ids):
+        path = root / "set-a" / f"{record}.txt"
+        data = path.read_bytes()
+        if sha256_bytes(data) != expected.get(f"set-a/{record}.txt"):
+            raise DataError(f"{path}: sha256 does not match MANIFEST.tsv; the file was changed")
+        sums, counts, descriptors = _parse_record(data.decode())
+        with np.errstate(invalid="ignore"):
+            means[n] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+        static[n] = [descriptors.get(k, -1.0) for k in (*DESCRIPTORS, "ICUType")]
+    static[static < 0] = np.nan
+    grids = {"means": means, "static_raw": static, "y": np.array([outcomes[i] for i in ids], dtype=np.int64),
+             "ids": np.array(ids, dtype=np.int64)}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **grids)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(cache, buffer.getvalue())
+    return grids
+
+
+def prepare(means: np.ndarray, static_raw: np.ndarray, train: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
+    """Clip, standardise (training statistics), forward-fill; one-hot ICU type; -> arrays and the statistics."""
+    observed = means[train]
+    low, high = np.nanpercentile(observed, 1, axis=(0, 1)), np.nanpercentile(observed, 99, axis=(0, 1))
+    clipped = np.clip(means, low, high)
+    mean, std = np.nanmean(clipped[train], axis=(0, 1)), np.nanstd(clipped[train], axis=(0, 1))
+    std = np.where(std > 0, std, 1.0)
+    mask = ~np.isnan(means)
+    z = (clipped - mean) / std
+    filled = np.zeros_like(z)
+    last = np.zeros(z[:, 0].shape, dtype=z.dtype)  # before the first observation: the mean (0)
+    for hour in range(HOURS):
+        last = np.where(mask[:, hour], z[:, hour], last)
+        filled[:, hour] = last
+    numeric = static_raw[:, :4]
+    s_mean, s_std = np.nanmean(numeric[train], 0), np.nanstd(numeric[train], 0)
+    s = np.nan_to_num((numeric - s_mean) / np.where(s_std > 0, s_std, 1.0))
+    icu = np.nan_to_num(static_raw[:, 4], nan=3).astype(int)
+    static = np.concatenate([s, np.eye(4)[icu - 1], np.isnan(numeric[:, 2:3])], 1).astype(np.float32)  # (N, 9)
+    stats = {"low": low.tolist(), "high": high.tolist(), "mean": mean.tolist(), "std": std.tolist(),
+             "static_mean": s_mean.tolist(), "static_std": s_std.tolist()}
+    return {"values": filled.astype(np.float32), "mask": mask, "static": static}, stats
+
+
+def summary_features(means: np.ndarray, static_raw: np.ndarray) -> np.ndarray:
+    """Per-variable last, mean, min, max and count of observations, plus the raw descriptors: the table
+    of the gradient-boosting baseline (NaN where a variable was never observed). (N, 48, 37) -> (N, 190)."""
+    observed = ~np.isnan(means)
+    count = observed.sum(1).astype(np.float32)  # (N, F)
+    last_hour = np.where(observed, np.arange(HOURS)[None, :, None], -1).max(1)  # (N, F)
+    last = np.take_along_axis(means, np.maximum(last_hour, 0)[:, None], 1)[:, 0]
+    last = np.where(last_hour >= 0, last, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a never-observed variable gives NaN, as wanted
+        stats = [np.nanmean(means, 1), np.nanmin(means, 1), np.nanmax(means, 1)]
+    return np.concatenate([last, *stats, count, static_raw], 1)
+
+
+class StayRows(Dataset):
+    def __init__(self, arrays: dict[str, np.ndarray], y: np.ndarray, index: np.ndarray):
+        self.values = torch.from_numpy(arrays["values"][index])  # (N, 48, 37)
+        self.mask = torch.from_numpy(arrays["mask"][index])  # (N, 48, 37) bool
+        self.static = torch.from_numpy(arrays["static"][index])  # (N, 9)
+        self.y = torch.from_numpy(y[index])
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return {"values": self.values[i], "mask": self.mask[i], "static": self.static[i]}, self.y[i]
+
+
+class PhysioNet2012Data(HubDataModule):
+    """Set A as hourly grids; fold ``fold`` of 5 (stratified) is the test part."""
+
+    task = "classification"
+
+    def __init__(self, fold: int, batch_size: int, num_workers: int, seed: int):
+        super().__init__(batch_size, num_workers, seed)
+        if not 0 <= fold < 5:
+            raise DataError(f"data.args.fold must be 0-4 (5 stratified folds), got {fold}")
+        self.fold = fold
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        grids = load_grids(data_dir() / "physionet2012")
+        y = grids["y"]
+        folds = stratified_split(y, (0.2,) * 5, seed=2012)
+        test = folds[self.fold]
+        rest = np.sort(np.concatenate([f for k, f in enumerate(folds) if k != self.fold]))
+        train_part, val_part = stratified_split(y[rest], (7 / 8, 1 / 8), seed=self.fold)
+        train, val = rest[train_part], rest[val_part]
+        arrays, stats = prepare(grids["means"], grids["static_raw"], train)
+        self.train_set, self.val_set, self.test_set = (StayRows(arrays, y, i) for i in (train, val, test))
+        self.split_index = {"train": train, "val": val, "test": test}
+        self.num_classes, self.label_names = 2, ["survived", "died"]
+        self.input_spec = {"kind": "icu_stays", "variables": VARIABLES, "hours": HOURS, **stats}
+        self.info = {"source": SOURCE, "license": "PhysioNet open access (see PROVENANCE.md)",
+                     "split": f"fold {self.fold} of 5 stratified folds (seed 2012) is the test part; 1/8 of the "
+                              f"rest validates (seed {self.fold})", "sizes": [len(train), len(val), len(test)],
+                     "positive_rate": float(y.mean())}
+
+    def model_args(self):
+        return {"num_variables": len(VARIABLES), "num_static": self.train_set.static.shape[1], "num_classes": 2}
+
+
+@register_dataset(task="classification")
+def physionet2012(fold: int = 0, batch_size: int = 64, num_workers: int = 0, seed: int = 0) -> PhysioNet2012Data:
+    """PhysioNet 2012 set A: 48 hourly steps of 37 variables + 9 static features, in-hospital death."""
+    return PhysioNet2012Data(fold, batch_size, num_workers, seed)

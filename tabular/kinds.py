@@ -1,0 +1,72 @@
+"""The tabular input kind ``"table"``: ``attnhub finetune NAME --data my.csv [--target COLUMN]`` and
+``attnhub predict NAME my.csv``, and for a tabular family with no pretrained tag a default recipe (the family's
+default dimensions, AdamW, early stopping on the validation metric).
+
+>>> TableKind().default_recipe("mlp", "my.csv", target="y")["data"]
+{'name': 'tabular_csv', 'args': {'path': 'my.csv', 'target': 'y', 'task': 'auto'}}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import torch
+
+from hub.errors import DataError
+from hub.kinds import InputKind, KindSpec, register_kind
+from tabular.baselines import gbdt_on_run_split
+from tabular.explain import explain_rows
+from tabular.io import TabularPreprocessor, read_table
+
+LEARNING_RATES = {"mlp": 1e-3, "tabm": 2e-3, "tab_transformer": 1e-3, "tabr": 5e-4}
+
+
+@dataclass(frozen=True)
+class TableSpec(KindSpec):
+    """A tabular model's input: the :class:`~tabular.io.TabularPreprocessor` fitted on the training split, as a
+    dict (its columns, their types and transforms, the target)."""
+
+    preprocessor: dict[str, Any]
+
+
+@register_kind
+class TableKind(InputKind):
+    """CSV tables, one row per sample; the main kind of the tabular domain (its default recipe)."""
+
+    name, domain, Spec = "table", "tabular", TableSpec
+
+    def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
+        """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
+        spec = self.spec(card).preprocessor
+        return {"name": "tabular_csv", "args": {"path": str(path), "target": target or spec["target"], "task": task}}
+
+    def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+        """Yield ``(row numbers, outputs)`` for the rows of each CSV: class logits, or regression values in the
+        target's own units (the standardisation is undone)."""
+        pre = TabularPreprocessor.from_dict(self.spec(card).preprocessor)
+        for path in paths:
+            x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(read_table(path)))
+            for start in range(0, len(x_num), batch_size):
+                out = model(x_num[start:start + batch_size], x_cat[start:start + batch_size])
+                if pre.task == "regression":
+                    out = out * pre.target_std + pre.target_mean
+                yield [str(i + 1) for i in range(start, start + len(out))], out
+
+    def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
+        return explain_rows(card, model, inputs, out_dir, data)
+
+    def baseline(self, run_dir) -> tuple[str, dict[str, float]]:
+        return gbdt_on_run_split(run_dir)
+
+    def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
+        if target is None:
+            raise DataError(f"training {family!r} from scratch on {path} needs --target COLUMN (the column to predict)")
+        return {
+            "name": f"finetune-{family}",
+            "model": {"name": family, "args": {}},
+            "data": {"name": "tabular_csv", "args": {"path": str(path), "target": target, "task": task}},
+            "optimizer": {"name": "adamw", "lr": LEARNING_RATES.get(family, 1e-3), "weight_decay": 1e-5},
+            "trainer": {"max_epochs": 50, "accelerator": "auto", "devices": 1, "early_stopping": {"patience": 5},
+                        "log_every_n_steps": 10},
+        }

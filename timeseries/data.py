@@ -1,0 +1,416 @@
+"""Time-series datasets for recipes: NASA C-MAPSS (remaining useful life), Los-loop traffic speeds, and a user's
+sensor units and traffic folders.
+
+Remaining-useful-life data, NASA C-MAPSS turbofan engines as per-engine sliding windows.
+
+Preparation, as in the RUL literature on C-MAPSS (Saxena et al., PHM 2008 for the data; Zheng et al.,
+PHM 2017 for the window/cap recipe):
+
+* inputs are the 21 sensors; the operational settings are not used (FD001 has one operating
+  condition). Sensors with fewer than 3 distinct values over the training engines are dropped
+  (constant ones; on FD001 that leaves the usual 14: s2 s3 s4 s7 s8 s9 s11 s12 s13 s14 s15 s17 s20 s21);
+* min-max scaling to [0, 1], fitted on the training engines only (min/max go into the card's input_spec);
+* windows of ``window`` consecutive cycles of one engine (never across engines), one per end cycle;
+* the target of a window ending at cycle t of an engine that fails at cycle T is the piecewise-linear
+  RUL ``min(T - t, rul_cap)``; ``horizon`` targets forecast the RUL of the next cycles,
+  ``clip(T - t - h, 0, rul_cap)`` for h = 0..horizon-1 (the ForeNet idea: forecast, not only estimate now);
+* validation holds out whole training engines (``val_fraction``), never windows of an engine in training;
+* the test set is the official one: the last window of each test engine against ``RUL_FD001.txt``.
+  ``test_rul_cap`` caps those true values too (125 by default, as the published FD001 figures do;
+  ``null`` scores against the raw values).
+
+Batches are ``(x, y)``: x (B, window, sensors) float, y (B, horizon) RUL in cycles.
+
+Traffic speed forecasting data: Los-loop (T-GCN) and the METR-LA / PEMS-BAY road graphs (DCRNN).
+
+Los-loop: 207 loop detectors of Los Angeles highways, 2016 five-minute steps (7 days), with a weighted
+road adjacency (Zhao et al., T-GCN, IEEE T-ITS 2019). Samples are 12 steps in, 12 steps out, split
+chronologically 70/10/20 over the samples (as DCRNN and the TESTAM paper do). Inputs are z-scored with
+the training mean/std and carry the time of day; targets stay in mph.
+
+Batches: x (B, 12, N, 2) = [z-scored speed, time of day in [0, 1)], y (B, 12, N) mph.
+Metrics (task ``traffic-forecast``): MAE, RMSE and MAPE at 15, 30 and 60 minutes (steps 3, 6, 12) and MAE
+over all steps, with zero targets masked, as the traffic literature does.
+
+Road graphs (Los-loop, METR-LA, PEMS-BAY, a user's CSV) are read by :func:`timeseries.io.road_graph`.
+
+User sensor data for the RUL models: one CSV per unit (engine, machine), one row per cycle.
+
+Format: a header with a time column (``cycle`` by default) and one column per sensor, named as the
+model card's ``input_spec["sensors"]`` (for ``rul_attention.fd001``: s2, s3, ..., s21). Extra columns
+are ignored. Rows must be in time order with consecutive cycles (no gaps), every value finite, and at
+least ``window`` rows per unit. Anything else raises :class:`hub.errors.DataError` naming the file.
+
+* ``attnhub finetune rul_attention.fd001 --data FOLDER``: every CSV in FOLDER is a run-to-failure unit
+  (its last row is the failure), split by unit into train/val/test (70/15/15);
+  the min-max scaling is refitted on the training units and written to the new card.
+* ``attnhub predict rul_attention.fd001 unit7.csv ...``: the last ``window`` rows of each file, scaled
+  with the card's min/max, give the RUL now and its forecast over the next cycles.
+
+User traffic data for TESTAM and the traffic GRU: a folder with ``speeds.csv`` and ``adjacency.csv``.
+
+``speeds.csv``: a header of sensor ids, optionally after a first column named ``time`` (timestamps);
+one row per time step, equally spaced. Documented conversions: a blank cell or ``nan`` is a missing
+reading and becomes 0, as in METR-LA and Los-loop (zeros are masked out of the targets and metrics);
+the time of day comes from the timestamps, or without them from the row number and ``steps_per_day``
+(288: five-minute steps). Refused, naming the file, row and column: a non-numeric or infinite value,
+a negative speed, timestamps that are not equally spaced (a gap in time) or go back.
+
+``adjacency.csv``: the (N, N) road graph, non-negative weights (0: no road between two sensors), with
+or without a header row; a header must list the sensor ids of ``speeds.csv`` in the same order.
+
+* ``attnhub finetune testam.RUN --data FOLDER``: trains on the folder's speeds, chronological
+  70/10/20 split, with its road graph (the model args ``graph`` is the adjacency CSV's path).
+* ``attnhub predict NAME speeds.csv``: the forecast from the last ``input_steps`` rows of each file,
+  one line per sensor (``file:sensor``) with the next ``output_steps`` speeds.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import TensorDataset
+
+from hub.data import HubDataModule, data_dir, dataset_file
+from hub.errors import DataError, DatasetUnavailable
+from hub.registry import register_dataset
+from hub.weights import read_verified
+from timeseries.io import _unit_files, read_adjacency_csv, read_speed_csv, read_unit_csv
+
+SENSOR_NAMES = [f"s{i}" for i in range(1, 22)]
+# The copy named in ../shared/data/cmapss/PROVENANCE.md (NASA PCoE data, mirrored on GitHub at a fixed commit).
+CMAPSS_URL = ("https://raw.githubusercontent.com/alireza-javanmardi/conformal-RUL-intervals/"
+              "37e450ac8b656229d44aed3ac39dcf85ea11b86c/data/CMAPSS/{name}")
+CMAPSS_FILES = {  # name -> (sha256, bytes)
+    "train_FD001.txt": ("963b5e22825b34d8b21c69e1aeb4af3e647050eb672ee8834ba4b5d91d2de0f8", 3_515_356),
+    "test_FD001.txt": ("3cda7109ce17bafb5443f2ac926cfcf88154b941b8c4cf95eb55d1ddd6f52851", 2_228_855),
+    "RUL_FD001.txt": ("a19c8ec94931949d0485bdc35118206e9c81c4547b422efb9cf86f4ceddbceca", 429),
+}
+CMAPSS_INFO = {"source": "NASA Ames PCoE C-MAPSS turbofan degradation (Saxena et al., PHM 2008), FD001",
+               "license": "none stated; NASA (US government) data from the PCoE Prognostics Data Repository"}
+
+
+def cmapss_file(name: str) -> Path:
+    """Local path of a C-MAPSS file: ``data_dir()/cmapss/name`` if present, else downloaded into the
+    cache. The full sha256 is checked either way."""
+    if name not in CMAPSS_FILES:
+        raise DataError(f"unknown C-MAPSS file {name!r}; available: {sorted(CMAPSS_FILES)}")
+    sha256, num_bytes = CMAPSS_FILES[name]
+    path = dataset_file("cmapss", data_dir() / "cmapss" / name, CMAPSS_URL.format(name=name), sha256, num_bytes)
+    read_verified(path, sha256)
+    return path
+
+
+def read_cmapss_units(name: str) -> dict[int, np.ndarray]:
+    """``train_FD001.txt`` / ``test_FD001.txt`` -> {unit: (cycles, 21) sensor array in cycle order}."""
+    table = np.loadtxt(cmapss_file(name))  # (rows, 26): unit, cycle, 3 settings, 21 sensors
+    units = {}
+    for unit in np.unique(table[:, 0]).astype(int):
+        rows = table[table[:, 0] == unit]
+        units[int(unit)] = rows[np.argsort(rows[:, 1]), 5:]  # (cycles, 21)
+    return units
+
+
+def varying_sensors(train_units: dict, names: list[str], min_distinct: int = 3) -> list[int]:
+    """Indices of the sensors with at least ``min_distinct`` values over the training engines."""
+    stacked = np.concatenate(list(train_units.values()))  # (all cycles, S)
+    keep = [i for i in range(stacked.shape[1]) if len(np.unique(stacked[:, i])) >= min_distinct]
+    if not keep:
+        raise DataError(f"every sensor of {names} is constant over the training units; nothing to learn from")
+    return keep
+
+
+def sliding_windows(series: np.ndarray, window: int) -> np.ndarray:
+    """All windows of ``window`` consecutive rows. Shapes: (L, S) -> (L - window + 1, window, S)."""
+    if len(series) < window:
+        raise DataError(f"a unit has {len(series)} cycles, fewer than the window of {window}")
+    view = np.lib.stride_tricks.sliding_window_view(series, window, axis=0)  # (N, S, window)
+    return np.ascontiguousarray(view.transpose(0, 2, 1))  # (N, window, S)
+
+
+def rul_targets(length: int, window: int, horizon: int, rul_cap: float, rul_at_end: float = 0.0) -> np.ndarray:
+    """Piecewise-linear RUL of every window end and the ``horizon - 1`` cycles after it.
+
+    Shapes: -> (length - window + 1, horizon). Row i ends at cycle ``window + i`` (1-based); its RUL is
+    ``length - window - i + rul_at_end``, capped at ``rul_cap`` and floored at 0 (past failure).
+
+    >>> rul_targets(5, 3, 2, rul_cap=125).tolist()
+    [[2.0, 1.0], [1.0, 0.0], [0.0, 0.0]]
+    """
+    now = np.arange(length - window, -1, -1, dtype=np.float64)[:, None] + rul_at_end  # (N, 1)
+    return np.clip(now - np.arange(horizon)[None, :], 0.0, rul_cap)
+
+
+def rul_output_names(horizon: int) -> list[str]:
+    """Names of the ``horizon`` forecast outputs: ``rul`` (now), then ``rul_plus_h``, the RUL h cycles later."""
+    return ["rul", *(f"rul_plus_{h}" for h in range(1, horizon))]
+
+
+def minmax_fit(train_units: dict) -> tuple[np.ndarray, np.ndarray]:
+    stacked = np.concatenate(list(train_units.values()))
+    low, high = stacked.min(0), stacked.max(0)
+    return low, np.where(high > low, high, low + 1.0)
+
+
+def minmax_apply(series: np.ndarray, low, high) -> np.ndarray:
+    return ((series - np.asarray(low)) / (np.asarray(high) - np.asarray(low))).astype(np.float32)
+
+
+def split_units(units: list[int], fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Hold out ``fraction`` of the units (at least one), drawn with ``seed``: (kept, held_out)."""
+    held = max(1, round(fraction * len(units)))
+    if held >= len(units):
+        raise DataError(f"cannot hold out {held} of {len(units)} units for validation; give more units")
+    order = np.random.default_rng(seed).permutation(sorted(units))
+    return sorted(int(u) for u in order[held:]), sorted(int(u) for u in order[:held])
+
+
+class RULWindowData(HubDataModule):
+    """Run-to-failure units -> scaled per-unit windows with (capped) RUL targets; see the module doc.
+
+    Subclasses implement :meth:`load` returning ``(train_units, test_units, test_rul_at_end, names)``:
+    unit -> (cycles, S) arrays, the true RUL after each test unit's last cycle, and the S sensor names.
+    """
+
+    task = "rul-regression"
+
+    def __init__(self, window: int = 30, horizon: int = 10, rul_cap: float = 125.0, val_fraction: float = 0.2,
+                 split_seed: int = 0, batch_size: int = 256, num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        if window < 2 or horizon < 1:
+            raise DataError(f"expected window >= 2 and horizon >= 1, got window={window}, horizon={horizon}")
+        self.window, self.horizon, self.rul_cap = window, horizon, rul_cap
+        self.val_fraction, self.split_seed = val_fraction, split_seed
+        self.sensors: list[str] = []
+        self.test_units: dict[int, np.ndarray] = {}  # scaled, for plots and trajectories
+        self.test_rul_at_end: dict[int, float] = {}
+
+    def load(self) -> tuple[dict, dict, dict, list[str]]:
+        raise NotImplementedError
+
+    def test_rul_cap(self) -> float | None:
+        return self.rul_cap
+
+    def select_sensors(self, train_units: dict, names: list[str]) -> list[int]:
+        """Indices of the sensors used as inputs: the varying ones."""
+        return varying_sensors(train_units, names)
+
+    def _windows(self, units: dict, rul_at_end: dict | None, last_only: bool, cap: float | None):
+        xs, ys = [], []
+        for unit, series in units.items():
+            windows = sliding_windows(series, self.window)  # (N, window, S)
+            targets = rul_targets(len(series), self.window, self.horizon, np.inf,
+                                  rul_at_end[unit] if rul_at_end else 0.0)  # (N, horizon)
+            if cap is not None:
+                targets = np.minimum(targets, cap)
+            xs.append(windows[-1:] if last_only else windows)
+            ys.append(targets[-1:] if last_only else targets)
+        return TensorDataset(torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys)).float())
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        train_units, test_units, test_rul, names = self.load()
+        keep = self.select_sensors(train_units, names)
+        self.sensors = [names[i] for i in keep]
+        train_ids, val_ids = split_units(list(train_units), self.val_fraction, self.split_seed)
+        low, high = minmax_fit({u: train_units[u][:, keep] for u in train_ids})
+        scaled = {u: minmax_apply(s[:, keep], low, high) for u, s in train_units.items()}
+        self.test_units = {u: minmax_apply(s[:, keep], low, high) for u, s in test_units.items()}
+        self.test_rul_at_end = dict(test_rul)
+        self.train_set = self._windows({u: scaled[u] for u in train_ids}, None, False, self.rul_cap)
+        self.val_set = self._windows({u: scaled[u] for u in val_ids}, None, False, self.rul_cap)
+        self.test_set = self._windows(self.test_units, test_rul, last_only=bool(test_rul), cap=self.test_rul_cap())
+        self.input_spec = {"kind": "sensor_series", "window": self.window, "horizon": self.horizon,
+                           "sensors": self.sensors, "min": [float(v) for v in low], "max": [float(v) for v in high],
+                           "rul_cap": self.rul_cap}
+        self.output_names = rul_output_names(self.horizon)
+        self.info = {**self.info, "units": {"train": train_ids, "val": val_ids, "test": len(test_units)},
+                     "windows": [len(self.train_set), len(self.val_set), len(self.test_set)]}
+
+    def model_args(self):
+        return {"num_sensors": len(self.sensors), "window": self.window, "horizon": self.horizon,
+                "rul_scale": self.rul_cap}
+
+
+class CMAPSSData(RULWindowData):
+    """C-MAPSS FD001 (the only subset whose training file is available here)."""
+
+    def __init__(self, test_rul_cap: float | None = 125.0, **kwargs):
+        super().__init__(**kwargs)
+        self._test_rul_cap = test_rul_cap
+        self.info = dict(CMAPSS_INFO)
+
+    def test_rul_cap(self) -> float | None:
+        return self._test_rul_cap
+
+    def load(self):
+        train = read_cmapss_units("train_FD001.txt")
+        test = read_cmapss_units("test_FD001.txt")
+        rul = np.loadtxt(cmapss_file("RUL_FD001.txt"))
+        if len(rul) != len(test):
+            raise DataError(f"RUL_FD001.txt has {len(rul)} values but test_FD001.txt has {len(test)} engines")
+        return train, test, {u: float(r) for u, r in zip(sorted(test), rul)}, SENSOR_NAMES
+
+
+@register_dataset(task="rul-regression")
+def cmapss_fd001(window: int = 30, horizon: int = 10, rul_cap: float = 125.0, test_rul_cap: float | None = 125.0,
+                 val_fraction: float = 0.2, split_seed: int = 0, batch_size: int = 256, num_workers: int = 0,
+                 seed: int = 0) -> CMAPSSData:
+    """NASA C-MAPSS FD001: 100 training engines (20% held out by engine), the official 100 test engines."""
+    return CMAPSSData(test_rul_cap=test_rul_cap, window=window, horizon=horizon, rul_cap=rul_cap,
+                      val_fraction=val_fraction, split_seed=split_seed, batch_size=batch_size,
+                      num_workers=num_workers, seed=seed)
+
+
+STEPS_PER_DAY = 288  # five-minute steps
+LOS_SPEED_SHA256 = "7b732d86ae32b2930595becba28aff39dacbfb2197e250fc0332e1744ce2cbf4"
+
+
+def forecast_output_names(output_steps: int, step_seconds: int) -> list[str]:
+    """Names of the forecast outputs, by lead time: ``speed_5min``, ``speed_10min``, ... for five-minute steps
+    (``speed_30s``, ... when a step is not a whole number of minutes)."""
+    if step_seconds % 60 == 0:
+        return [f"speed_{h * step_seconds // 60}min" for h in range(1, output_steps + 1)]
+    return [f"speed_{h * step_seconds}s" for h in range(1, output_steps + 1)]
+
+
+class TrafficSeriesData(HubDataModule):
+    """Speeds (T, N) as ``input_steps``-in / ``output_steps``-out samples, split chronologically; subclasses
+    :meth:`load` the speeds, the time of day of each step and the road graph (see the module doc)."""
+
+    task = "traffic-forecast"
+
+    def __init__(self, input_steps: int = 12, output_steps: int = 12, val_fraction: float = 0.1,
+                 test_fraction: float = 0.2, batch_size: int = 32, num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        self.input_steps, self.output_steps = input_steps, output_steps
+        self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.mean = self.std = 0.0
+        self.graph = ""
+        self.splits: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # raw windows for the baselines
+
+    def load(self) -> tuple[np.ndarray, np.ndarray, str, dict]:
+        """-> speed (T, N) float32 (0 = missing reading), time of day (T,) in [0, 1), road graph (a name of
+        :data:`timeseries.io.GRAPH_FILES` or an adjacency CSV path), info for the card."""
+        raise NotImplementedError
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        speed, time_of_day, self.graph, info = self.load()
+        total = self.input_steps + self.output_steps
+        starts = np.arange(len(speed) - total + 1)
+        n_test, n_val = round(len(starts) * self.test_fraction), round(len(starts) * self.val_fraction)
+        if len(starts) - n_val - n_test < 1 or n_val < 1 or n_test < 1:
+            raise DataError(f"{info['source']}: {len(speed)} time steps make {max(len(starts), 0)} samples of "
+                            f"{self.input_steps} + {self.output_steps} steps, too few for a train/val/test split; "
+                            "expected several days of readings")
+        parts = {"train": starts[:len(starts) - n_val - n_test],
+                 "val": starts[len(starts) - n_val - n_test:len(starts) - n_test],
+                 "test": starts[len(starts) - n_test:]}
+        train_end = parts["train"][-1] + self.input_steps  # speeds seen as inputs of training samples
+        self.mean, self.std = float(speed[:train_end].mean()), float(speed[:train_end].std())
+        features = np.stack([(speed - self.mean) / self.std, np.broadcast_to(time_of_day[:, None], speed.shape)], -1)
+        for name, idx in parts.items():
+            window = idx[:, None] + np.arange(total)[None, :]  # (S, T_in + T_out) step indices
+            x = features[window[:, :self.input_steps]].astype(np.float32)  # (S, T_in, N, 2)
+            y = speed[window[:, self.input_steps:]]  # (S, T_out, N)
+            self.splits[name] = (window, y)
+            setattr(self, f"{name}_set", TensorDataset(torch.from_numpy(x), torch.from_numpy(y)))
+        self.speed = speed
+        self.input_spec = {"kind": "traffic_series", "input_steps": self.input_steps, "output_steps": self.output_steps,
+                           "num_nodes": speed.shape[1], "graph": self.graph, "mean": self.mean, "std": self.std,
+                           **info.pop("spec", {})}
+        self.info = {**info, "samples": [len(v) for v in parts.values()]}
+        day_fraction = float(time_of_day[1] - time_of_day[0]) % 1.0  # one step, as a fraction of a day
+        self.output_names = forecast_output_names(self.output_steps, round(day_fraction * 86400) or 86400)
+
+    def model_args(self):
+        return {"num_nodes": self.speed.shape[1], "input_steps": self.input_steps, "output_steps": self.output_steps,
+                "speed_mean": self.mean, "speed_std": self.std, "graph": self.graph}
+
+
+class LosLoopData(TrafficSeriesData):
+    """Los-loop speeds (see the module doc)."""
+
+    def load(self):
+        path = data_dir() / "los_loop" / "los_speed.csv"
+        if not path.is_file():
+            raise DatasetUnavailable("los_loop", f"{path} not found; put Los-loop there (see its PROVENANCE.md) or "
+                                                 "set HUB_DATA_DIR")
+        lines = read_verified(path, LOS_SPEED_SHA256).decode().splitlines()
+        speed = np.loadtxt(lines[1:], delimiter=",", dtype=np.float32)  # (T, N), header = sensor ids
+        time_of_day = np.arange(len(speed)) % STEPS_PER_DAY / STEPS_PER_DAY
+        return speed, time_of_day, "los_loop", {
+            "source": "Los-loop (T-GCN, Zhao et al. 2019; METR-LA sensors, Jagadish et al. 2014)",
+            "license": "none stated for the data (T-GCN-PyTorch code is MIT)"}
+
+
+@register_dataset(task="traffic-forecast")
+def los_loop(input_steps: int = 12, output_steps: int = 12, val_fraction: float = 0.1, test_fraction: float = 0.2,
+             batch_size: int = 32, num_workers: int = 0, seed: int = 0) -> LosLoopData:
+    """Los-loop speeds (207 sensors, 7 days, 5 min), 12 steps in / 12 out, chronological 70/10/20."""
+    return LosLoopData(input_steps, output_steps, val_fraction, test_fraction, batch_size, num_workers, seed)
+
+
+class SensorUnitsData(RULWindowData):
+    """A folder of run-to-failure unit CSVs; train/val/test by unit; every given sensor is kept."""
+
+    def __init__(self, root: str, sensors: list[str], time_column: str = "cycle", test_fraction: float = 0.15,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.root, self.sensor_names, self.time_column = Path(root), list(sensors), time_column
+        self.test_fraction = test_fraction
+        self.info = {"source": str(self.root), "license": "the user's data"}
+
+    def select_sensors(self, train_units, names):
+        return list(range(len(names)))  # the model's sensors, even if one is constant here
+
+    def load(self):
+        files = _unit_files(self.root)
+        units = {i: read_unit_csv(f, self.sensor_names, self.window, self.time_column) for i, f in enumerate(files)}
+        train_ids, test_ids = split_units(list(units), self.test_fraction, self.split_seed + 1)
+        return ({u: units[u] for u in train_ids}, {u: units[u] for u in test_ids}, {}, self.sensor_names)
+
+
+@register_dataset(task="rul-regression")
+def sensor_units(root: str, sensors: list[str], window: int = 30, horizon: int = 10, rul_cap: float = 125.0,
+                 time_column: str = "cycle", val_fraction: float = 0.15, test_fraction: float = 0.15,
+                 split_seed: int = 0, batch_size: int = 256, num_workers: int = 0, seed: int = 0) -> SensorUnitsData:
+    """A folder of run-to-failure unit CSVs (cycle column + sensor columns), split by unit."""
+    return SensorUnitsData(root, sensors, time_column, test_fraction, window=window, horizon=horizon, rul_cap=rul_cap,
+                           val_fraction=val_fraction, split_seed=split_seed, batch_size=batch_size,
+                           num_workers=num_workers, seed=seed)
+
+
+class TrafficCSVData(TrafficSeriesData):
+    """A user's traffic folder (see the module doc), chronological split."""
+
+    def __init__(self, root: str, steps_per_day: int, expect_num_nodes: int | None, **kwargs):
+        super().__init__(**kwargs)
+        self.root, self.steps_per_day, self.expect_num_nodes = Path(root), steps_per_day, expect_num_nodes
+
+    def load(self):
+        if not self.root.is_dir():
+            raise DataError(f"traffic folder {self.root} does not exist; expected a folder with speeds.csv and "
+                            "adjacency.csv")
+        ids, speed, time_of_day = read_speed_csv(self.root / "speeds.csv", self.steps_per_day)
+        if self.expect_num_nodes is not None and len(ids) != self.expect_num_nodes:
+            raise DataError(f"{self.root / 'speeds.csv'} has {len(ids)} sensors but the model takes "
+                            f"{self.expect_num_nodes}")
+        adjacency_path = self.root / "adjacency.csv"
+        read_adjacency_csv(adjacency_path, ids)  # checked now, before any training
+        return speed, time_of_day, str(adjacency_path.resolve()), {
+            "source": str(self.root), "license": "the user's data", "spec": {"sensors": ids}}
+
+
+@register_dataset(task="traffic-forecast")
+def traffic_csv(root: str, steps_per_day: int = 288, expect_num_nodes: int | None = None, input_steps: int = 12,
+                output_steps: int = 12, val_fraction: float = 0.1, test_fraction: float = 0.2, batch_size: int = 32,
+                num_workers: int = 0, seed: int = 0) -> TrafficCSVData:
+    """A folder with speeds.csv (time x sensors) and adjacency.csv (sensors x sensors), chronological 70/10/20."""
+    return TrafficCSVData(root, steps_per_day, expect_num_nodes, input_steps=input_steps, output_steps=output_steps,
+                          val_fraction=val_fraction, test_fraction=test_fraction, batch_size=batch_size,
+                          num_workers=num_workers, seed=seed)

@@ -1,0 +1,104 @@
+"""The time-series input kinds: ``sensor_series`` (one CSV per unit for the RUL models) and ``traffic_series`` (a
+folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import torch
+
+from hub.errors import DataError
+from hub.kinds import InputKind, KindSpec, register_kind
+from timeseries.data import minmax_apply
+from timeseries.explain import explain_routing, explain_units
+from timeseries.io import read_speed_csv, read_unit_csv
+
+
+@dataclass(frozen=True)
+class SensorSeriesSpec(KindSpec):
+    """A RUL model's input: the last ``window`` cycles of the ``sensors``, min-max scaled with the training ``min``
+    and ``max``; it forecasts ``horizon`` RULs capped at ``rul_cap``."""
+
+    sensors: list[str]
+    window: int
+    horizon: int
+    min: list[float]
+    max: list[float]
+    rul_cap: float
+
+
+@register_kind
+class SensorSeriesKind(InputKind):
+    """One CSV per unit (engine, machine), one row per cycle, for the RUL models."""
+
+    name, domain, Spec = "sensor_series", "timeseries", SensorSeriesSpec
+
+    def finetune_data(self, card, path: str) -> dict[str, Any]:
+        spec = self.spec(card)
+        return {"name": "sensor_units", "args": {"root": str(path), "sensors": spec.sensors, "window": spec.window,
+                                                 "horizon": spec.horizon, "rul_cap": spec.rul_cap}}
+
+    def predict(self, card, model, paths: Iterable[str],
+                batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+        """Yield ``(names, forecasts (B, horizon))`` from the last ``window`` cycles of each unit CSV."""
+        spec = self.spec(card)
+        names, windows = [], []
+        for path in paths:
+            series = read_unit_csv(path, spec.sensors, spec.window)[-spec.window:]  # (window, S)
+            names.append(str(path))
+            windows.append(torch.from_numpy(minmax_apply(series, spec.min, spec.max)))
+            if len(names) == batch_size:
+                yield names, model(torch.stack(windows))
+                names, windows = [], []
+        if names:
+            yield names, model(torch.stack(windows))
+
+    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
+        return explain_units(card, model, inputs, out_dir)
+
+
+@dataclass(frozen=True)
+class TrafficSeriesSpec(KindSpec):
+    """A traffic model's input: ``input_steps`` steps of ``num_nodes`` sensors' speeds, z-scored with the training
+    ``mean`` and ``std``; it forecasts ``output_steps`` steps."""
+
+    input_steps: int
+    output_steps: int
+    num_nodes: int
+    mean: float
+    std: float
+    sensors: list[str] | None = None
+
+
+@register_kind
+class TrafficSeriesKind(InputKind):
+    """A folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU."""
+
+    name, domain, Spec = "traffic_series", "timeseries", TrafficSeriesSpec
+
+    def finetune_data(self, card, path: str) -> dict[str, Any]:
+        spec = self.spec(card)
+        return {"name": "traffic_csv", "args": {"root": str(path), "input_steps": spec.input_steps,
+                                                "output_steps": spec.output_steps}}
+
+    def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+        """Yield ``(["file:sensor", ...], forecasts (N, output_steps))`` per speeds file: its last input window."""
+        spec = self.spec(card)
+        for path in paths:
+            ids, speed, time_of_day = read_speed_csv(path)
+            if len(ids) != spec.num_nodes:
+                raise DataError(f"{path} has {len(ids)} sensors but {card.name} takes {spec.num_nodes}")
+            if spec.sensors is not None and ids != spec.sensors:
+                raise DataError(f"{path}: sensor ids differ from the ones {card.name} was trained on")
+            if len(speed) < spec.input_steps:
+                raise DataError(f"{path} has {len(speed)} rows, fewer than the model's {spec.input_steps} input steps")
+            recent = slice(len(speed) - spec.input_steps, None)
+            x = np.stack([(speed[recent] - spec.mean) / spec.std,
+                          np.broadcast_to(time_of_day[recent, None], speed[recent].shape)], -1)  # (T_in, N, 2)
+            forecast = model(torch.from_numpy(x.astype(np.float32))[None])[0]  # (T_out, N)
+            yield [f"{path}:{sensor}" for sensor in ids], forecast.T
+
+    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
+        return explain_routing(card, model, inputs, out_dir)

@@ -1,0 +1,437 @@
+"""Image datasets for recipes: scikit-learn's digits (the embedded quickstart set), user image folders,
+CIFAR-10 (Krizhevsky, 2009), BreastMNIST (MedMNIST v2, Yang et al., 2023), the generated multi-object scenes
+(:mod:`vision.shapes`) and user folders of unlabelled scenes for slot autoencoders.
+
+Every image model's card carries an ``input_spec`` of kind ``"image"`` (height, width, channels,
+mean, std); predict-time files are converted to it (grey/RGB and size are documented conversions).
+
+CIFAR-10 is read from ``HUB_DATA_DIR/cifar10`` (ImageFolder layout: ``train/<class>/*.jpg``, a
+balanced 20k subset, and the full 10k ``test``). Without a local copy, torchvision downloads the
+canonical archive (https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz) into the cache and
+checks its MD5, the checksum the dataset's authors publish. BreastMNIST is the official
+``breastmnist.npz`` (28x28 grey ultrasound, benign/normal vs malignant) with its own split.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset, Subset, TensorDataset
+from torchvision import datasets as tv_datasets
+from torchvision import transforms as T
+
+from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
+from hub.errors import DataError, DatasetUnavailable
+from hub.registry import register_dataset
+from hub.weights import is_offline
+from vision.io import IMAGE_SUFFIXES, _scan_class_folders, image_spec, open_image, read_image
+from vision.shapes import MultiShapes
+
+CIFAR_MEAN, CIFAR_STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]
+
+
+class ShiftAugment(EpochSeededDataset):
+    """Random translation by up to ``max_shift`` pixels (padded with the image minimum, the background),
+    seeded per (epoch, index)."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, max_shift: int, seed: int):
+        self.images, self.labels, self.max_shift, self.seed = images, labels, max_shift, seed
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def augmented_item(self, index: int, generator: torch.Generator):
+        image = self.images[index]  # (C, H, W)
+        s = self.max_shift
+        if s:
+            padded = F.pad(image, (s, s, s, s), value=float(image.min()))
+            dy, dx = torch.randint(0, 2 * s + 1, (2,), generator=generator).tolist()
+            image = padded[:, dy:dy + image.shape[1], dx:dx + image.shape[2]]
+        return image, self.labels[index]
+
+
+class DigitsData(HubDataModule):
+    """scikit-learn's 1,797 handwritten digits (8x8, 17 grey levels) with a stratified split."""
+
+    def __init__(self, batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                 val_fraction: float = 0.1, test_fraction: float = 0.2, max_shift: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
+        self.max_shift = max_shift
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        images = torch.tensor(digits.images / 16.0, dtype=torch.float32).unsqueeze(1)  # (N, 1, 8, 8) in [0, 1]
+        images = (images - 0.5) / 0.5
+        labels = torch.tensor(digits.target, dtype=torch.long)
+        train_fraction = 1.0 - self.val_fraction - self.test_fraction
+        train, val, test = stratified_split(digits.target, (train_fraction, self.val_fraction, self.test_fraction),
+                                            self.split_seed)
+        self.train_set = ShiftAugment(images[train], labels[train], self.max_shift, self.seed)
+        self.val_set = TensorDataset(images[val], labels[val])
+        self.test_set = TensorDataset(images[test], labels[test])
+        self.num_classes = 10
+        self.label_names = [str(d) for d in range(10)]
+        self.input_spec = image_spec(8, 8, 1, [0.5], [0.5])
+        self.info = {"source": "scikit-learn load_digits (UCI optical recognition of handwritten digits, test part)",
+                     "license": "CC BY 4.0 (UCI ML repository)", "sizes": [len(train), len(val), len(test)]}
+
+
+@register_dataset(task="classification")
+def sklearn_digits(batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                   val_fraction: float = 0.1, test_fraction: float = 0.2, max_shift: int = 0) -> DigitsData:
+    """scikit-learn's digits: 8x8 grey images of 10 digits, stratified 70/10/20 split."""
+    return DigitsData(batch_size, num_workers, seed, split_seed, val_fraction, test_fraction, max_shift)
+
+
+AUGMENTATIONS = ("none", "light", "randaugment")
+
+
+def train_transform(spec: dict[str, Any], augment: str):
+    """timm's training pipeline for a PIL image -> normalised ``(C, H, W)``: random resized crops (scale
+    0.6-1, mild for small images) and horizontal flips (``light``), plus RandAugment (``randaugment``)."""
+    from timm.data import create_transform
+
+    if augment not in AUGMENTATIONS:
+        raise DataError(f"data.args.augment must be one of {AUGMENTATIONS}, got {augment!r}")
+    return create_transform(input_size=(spec["channels"], spec["height"], spec["width"]), is_training=True,
+                            scale=(0.6, 1.0), hflip=0.5, color_jitter=0.0, interpolation="bilinear",
+                            auto_augment="rand-m9-mstd0.5-inc1" if augment == "randaugment" else None,
+                            mean=tuple(spec["mean"]), std=tuple(spec["std"]))
+
+
+class ImageFiles(Dataset):
+    def __init__(self, files: list[Path], labels: list[int], spec: dict[str, Any]):
+        self.files, self.labels, self.spec = files, labels, spec
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i):
+        return read_image(self.files[i], self.spec), self.labels[i]
+
+
+class AugmentedImageFiles(EpochSeededDataset):
+    """Training images through :func:`train_transform`, seeded per (seed, epoch, index): timm's transforms
+    draw from the global torch, Python and numpy RNGs, which are saved, seeded from the item's generator
+    and restored."""
+
+    def __init__(self, files: list[Path], labels: list[int], spec: dict[str, Any], augment: str, seed: int):
+        self.files, self.labels, self.spec, self.seed = files, labels, spec, seed
+        self.transform = None if augment == "none" else train_transform(spec, augment)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def augmented_item(self, index: int, generator: torch.Generator):
+        if self.transform is None:
+            return read_image(self.files[index], self.spec), self.labels[index]
+        import random
+
+        item_seed = int(torch.randint(0, 2**32, (1,), generator=generator))
+        states = random.getstate(), np.random.get_state()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(item_seed)
+            random.seed(item_seed)
+            np.random.seed(item_seed)  # RandAugment picks its operations with numpy
+            try:
+                return self.transform(open_image(self.files[index], self.spec)), self.labels[index]
+            finally:
+                random.setstate(states[0])
+                np.random.set_state(states[1])
+
+
+class ImageFolderData(HubDataModule):
+    """A user's image folder: ``root/train/<class>/*``, ``root/val/<class>/*`` (and optional
+    ``root/test``), or ``root/<class>/*`` split stratified into train/val/test."""
+
+    def __init__(self, root: str, height: int, width: int, channels: int, mean: list[float], std: list[float],
+                 batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+                 val_fraction: float = 0.15, test_fraction: float = 0.15, augment: str = "light"):
+        super().__init__(batch_size, num_workers, seed)
+        self.root = Path(root)
+        self.augment = augment
+        train_transform(image_spec(height, width, channels, mean, std), augment)  # a bad name fails now
+        self.input_spec = image_spec(height, width, channels, mean, std)
+        self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        if (self.root / "train").is_dir():
+            splits = {s: _scan_class_folders(self.root / s) for s in ("train", "val", "test")
+                      if (self.root / s).is_dir()}
+            if "val" not in splits:
+                raise DataError(f"{self.root} has train/ but no val/ folder; "
+                                f"add val/ or put class folders directly in {self.root}")
+            classes = sorted(splits["train"])
+            for split, found in splits.items():
+                if sorted(found) != classes:
+                    raise DataError(f"{self.root}/{split} has classes {sorted(found)} but train/ has {classes}")
+            sets = {s: [(f, classes.index(c)) for c in classes for f in found[c]] for s, found in splits.items()}
+            sets.setdefault("test", sets["val"])
+        else:
+            found = _scan_class_folders(self.root)
+            classes = sorted(found)
+            items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
+            labels = np.array([label for _, label in items])
+            fractions = (1 - self.val_fraction - self.test_fraction, self.val_fraction, self.test_fraction)
+            parts = stratified_split(labels, fractions, self.split_seed, source=str(self.root))
+            sets = {s: [items[i] for i in part] for s, part in zip(("train", "val", "test"), parts)}
+        if len(classes) < 2:
+            raise DataError(f"{self.root} has a single class {classes}; classification needs at least 2 class folders")
+        read_image(sets["train"][0][0], self.input_spec)  # fail now, not mid-epoch, on an unreadable first file
+        files = {s: ([f for f, _ in sets[s]], [label for _, label in sets[s]]) for s in sets}
+        self.train_set = AugmentedImageFiles(*files["train"], self.input_spec, self.augment, self.seed)
+        self.val_set = ImageFiles(*files["val"], self.input_spec)
+        self.test_set = ImageFiles(*files["test"], self.input_spec)
+        self.num_classes = len(classes)
+        self.label_names = classes
+        self.info = {"source": str(self.root), "license": "the user's data"}
+
+
+@register_dataset(task="classification")
+def image_folder(root: str, height: int, width: int, channels: int = 3, mean: list[float] = (0.5,) * 3,
+                 std: list[float] = (0.5,) * 3, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
+                 split_seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.15,
+                 augment: str = "light") -> ImageFolderData:
+    """A folder of images, one sub-folder per class (optionally under train/ val/ test/); training images
+    go through timm's augmentation (``augment``: none, light = crops + flips, randaugment)."""
+    return ImageFolderData(root, height, width, channels, list(mean), list(std), batch_size, num_workers, seed,
+                           split_seed, val_fraction, test_fraction, augment)
+
+
+class SceneFolderData(HubDataModule):
+    """A user's folder of unlabelled images (searched recursively) for fine-tuning a slot autoencoder by
+    reconstruction: resized to ``size`` x ``size`` RGB in [-1, 1] (the model's input), split at random by
+    ``split_seed`` into train/val/test. Items are ``(image, 0)``: there are no instance masks, so the task
+    scores nothing and the epoch is picked on the validation reconstruction loss."""
+
+    task = "object_discovery"
+
+    def __init__(self, root: str, size: int = 64, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
+                 split_seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1):
+        super().__init__(batch_size, num_workers, seed)
+        self.root, self.size = Path(root), size
+        self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
+        self.input_spec = {**image_spec(size, size, 3, [0.5] * 3, [0.5] * 3), "kind": "scene"}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        if not self.root.is_dir():
+            raise DataError(f"image folder {self.root} does not exist or is not a folder")
+        files = sorted(f for f in self.root.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+        num_val, num_test = (max(1, round(len(files) * f)) for f in (self.val_fraction, self.test_fraction))
+        if len(files) < num_val + num_test + 2:
+            raise DataError(f"{self.root} holds {len(files)} images ({', '.join(IMAGE_SUFFIXES)}); fine-tuning a slot "
+                            f"autoencoder needs at least {num_val + num_test + 2} (train, val and test)")
+        read_image(files[0], self.input_spec)  # fail now, not mid-epoch, on an unreadable first file
+        order = np.random.default_rng(self.split_seed).permutation(len(files))
+        parts = np.split(order, [len(files) - num_val - num_test, len(files) - num_test])
+        self.train_set, self.val_set, self.test_set = (
+            ImageFiles([files[i] for i in part], [0] * len(part), self.input_spec) for part in parts)
+        self.info = {"source": str(self.root), "license": "the user's data",
+                     "sizes": [len(part) for part in parts]}
+
+    def task_args(self):
+        return {"scored": False}
+
+    def model_args(self):
+        return {"img_size": self.size}
+
+
+@register_dataset(task="object_discovery")
+def scene_folder(root: str, size: int = 64, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
+                 split_seed: int = 0, val_fraction: float = 0.1, test_fraction: float = 0.1) -> SceneFolderData:
+    """A folder of unlabelled images for slot autoencoders, split at random into train/val/test."""
+    return SceneFolderData(root, size, batch_size, num_workers, seed, split_seed, val_fraction, test_fraction)
+
+
+class MultiShapesData(HubDataModule):
+    """Generated multi-object scenes for object discovery (task ``object_discovery``: no labels; the
+    instance masks are only used to score the slots' masks)."""
+
+    task = "object_discovery"
+
+    def __init__(self, train_size: int = 20_000, val_size: int = 500, test_size: int = 1_000, size: int = 64,
+                 min_objects: int = 2, max_objects: int = 6, split_seed: int = 0, batch_size: int = 64,
+                 num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        if not 1 <= min_objects <= max_objects:
+            raise DataError(f"data.args needs 1 <= min_objects <= max_objects, got {min_objects} and {max_objects}")
+        if size < 16:
+            raise DataError(f"data.args.size must be at least 16 pixels, got {size}")
+        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.scene = {"size": size, "min_objects": min_objects, "max_objects": max_objects, "split_seed": split_seed}
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        self.train_set, self.val_set, self.test_set = (MultiShapes(self.sizes[s], s, **self.scene)
+                                                        for s in ("train", "val", "test"))
+        size = self.scene["size"]
+        self.input_spec = {**image_spec(size, size, 3, [0.5] * 3, [0.5] * 3), "kind": "scene"}
+        self.info = {"source": "generated by vision.shapes.render_scene (2-6 sprites per scene, Multi-dSprites-like)",
+                     "license": "generated data, no licence needed", "sizes": list(self.sizes.values())}
+
+    def task_args(self):
+        return {}
+
+    def model_args(self):
+        return {"img_size": self.scene["size"]}
+
+
+@register_dataset(task="object_discovery")
+def multi_shapes(train_size: int = 20_000, val_size: int = 500, test_size: int = 1_000, size: int = 64,
+                 min_objects: int = 2, max_objects: int = 6, split_seed: int = 0, batch_size: int = 64,
+                 num_workers: int = 0, seed: int = 0) -> MultiShapesData:
+    """Generated scenes of 2-6 coloured sprites on grey (Multi-dSprites-like), with instance masks for scoring."""
+    return MultiShapesData(train_size, val_size, test_size, size, min_objects, max_objects, split_seed, batch_size,
+                           num_workers, seed)
+
+
+CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+
+
+CIFAR_LOCAL_SOURCE = "CIFAR-10, HUB_DATA_DIR/cifar10 (JPEG ImageFolder copy: 20k balanced train, full test)"
+
+
+class Transformed(Dataset):
+    """Applies ``transform`` to the image of each (image, label) item of ``base``."""
+
+    def __init__(self, base: Dataset, transform):
+        self.base, self.transform = base, transform
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i):
+        image, label = self.base[i]
+        return self.transform(image), label
+
+
+class ConvertMode:
+    """PIL mode conversion (``"L"`` grey, ``"RGB"``) as a picklable transform."""
+
+    def __init__(self, channels: int):
+        self.mode = {1: "L", 3: "RGB"}[channels]
+
+    def __call__(self, image):
+        return image.convert(self.mode)
+
+
+def _transforms(size: int, channels: int, mean: list[float], std: list[float], augment: bool, native: int):
+    common = [ConvertMode(channels)]
+    resize = [T.Resize(size, antialias=True)] if size != native else []
+    tail = [T.ToTensor(), T.Normalize(mean, std)]
+    if not augment:
+        return T.Compose(common + resize + tail), T.Compose(common + resize + tail)
+    train = [T.RandomCrop(native, padding=native // 8), T.RandomHorizontalFlip()]
+    return T.Compose(common + train + resize + tail), T.Compose(common + resize + tail)
+
+
+class Cifar10Data(HubDataModule):
+    def __init__(self, batch_size: int, num_workers: int, seed: int, split_seed: int, val_fraction: float,
+                 img_size: int, augment: bool, train_subset: int | None):
+        super().__init__(batch_size, num_workers, seed)
+        self.split_seed, self.val_fraction, self.img_size = split_seed, val_fraction, img_size
+        self.augment, self.train_subset = augment, train_subset
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        root = data_dir() / "cifar10"
+        if (root / "train").is_dir() and (root / "test").is_dir():
+            train_base, test_base = tv_datasets.ImageFolder(root / "train"), tv_datasets.ImageFolder(root / "test")
+            classes, source = train_base.classes, CIFAR_LOCAL_SOURCE
+        else:
+            cache = data_dir() / "cifar10-python"
+            if is_offline() and not (cache / "cifar-10-batches-py").is_dir():
+                raise DatasetUnavailable("cifar10", f"CIFAR-10 is neither in {root} nor in {cache} and "
+                                                    "HUB_OFFLINE=1 forbids downloading")
+            try:
+                train_base = tv_datasets.CIFAR10(cache, train=True, download=True)
+                test_base = tv_datasets.CIFAR10(cache, train=False, download=True)
+            except (OSError, RuntimeError) as err:
+                raise DatasetUnavailable("cifar10", f"CIFAR-10 is not in {root} (expected train/<class>/ and "
+                                                    f"test/<class>/ there; set HUB_DATA_DIR) and downloading "
+                                                    f"{CIFAR_URL} failed: {err}") from err
+            classes, source = train_base.classes, f"{CIFAR_URL} (MD5-checked by torchvision)"
+        labels = np.array([label for _, label in train_base.samples] if hasattr(train_base, "samples")
+                          else train_base.targets)
+        train_idx, val_idx = stratified_split(labels, (1 - self.val_fraction, self.val_fraction), self.split_seed)
+        if self.train_subset:
+            train_idx = np.sort(np.random.default_rng(self.split_seed).permutation(train_idx)[: self.train_subset])
+        train_tf, eval_tf = _transforms(self.img_size, 3, CIFAR_MEAN, CIFAR_STD, self.augment, 32)
+        self.train_set = Transformed(Subset(train_base, train_idx), train_tf)
+        self.val_set = Transformed(Subset(train_base, val_idx), eval_tf)
+        self.test_set = Transformed(test_base, eval_tf)
+        self.num_classes, self.label_names = 10, list(classes)
+        self.input_spec = image_spec(self.img_size, self.img_size, 3, CIFAR_MEAN, CIFAR_STD)
+        self.info = {"source": source, "license": "none stated by the CIFAR-10 authors",
+                     "sizes": [len(train_idx), len(val_idx), len(test_base)]}
+
+
+@register_dataset(task="classification")
+def cifar10(batch_size: int = 128, num_workers: int = 2, seed: int = 0, split_seed: int = 0,
+            val_fraction: float = 0.1, img_size: int = 32, augment: bool = True,
+            train_subset: int | None = None) -> Cifar10Data:
+    """CIFAR-10: 32x32 colour images of 10 classes; a stratified validation part carved from train."""
+    return Cifar10Data(batch_size, num_workers, seed, split_seed, val_fraction, img_size, augment, train_subset)
+
+
+class NpzImages(Dataset):
+    def __init__(self, images: np.ndarray, labels: np.ndarray, transform):
+        self.images, self.labels, self.transform = images, labels, transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        from PIL import Image
+
+        return self.transform(Image.fromarray(self.images[i])), int(self.labels[i])
+
+
+class BreastMnistData(HubDataModule):
+    def __init__(self, batch_size: int, num_workers: int, seed: int, img_size: int, channels: int, augment: bool,
+                 mean: list[float], std: list[float]):
+        super().__init__(batch_size, num_workers, seed)
+        self.img_size, self.channels, self.augment, self.mean, self.std = img_size, channels, augment, mean, std
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        path = data_dir() / "medmnist" / "breastmnist.npz"
+        if not path.is_file():
+            raise DatasetUnavailable("breastmnist", f"{path} not found: download breastmnist.npz (MedMNIST v2, "
+                                                    "Zenodo record 10519652, MD5 750601b1f35ba3300ea97c75c52ff8f6) "
+                                                    "into that folder or set HUB_DATA_DIR")
+        arrays = np.load(path)  # plain arrays; np.load refuses pickled objects by default
+        train_tf, eval_tf = _transforms(self.img_size, self.channels, self.mean, self.std, self.augment, 28)
+        split = {s: (arrays[f"{s}_images"], arrays[f"{s}_labels"].reshape(-1)) for s in ("train", "val", "test")}
+        self.train_set = NpzImages(*split["train"], train_tf)
+        self.val_set = NpzImages(*split["val"], eval_tf)
+        self.test_set = NpzImages(*split["test"], eval_tf)
+        self.num_classes, self.label_names = 2, ["malignant", "normal_or_benign"]
+        self.input_spec = image_spec(self.img_size, self.img_size, self.channels, self.mean, self.std)
+        self.info = {"source": "MedMNIST v2 breastmnist.npz (official 7:1:2 split)", "license": "CC BY 4.0",
+                     "sizes": [len(split[s][1]) for s in ("train", "val", "test")]}
+
+
+@register_dataset(task="classification")
+def breastmnist(batch_size: int = 64, num_workers: int = 0, seed: int = 0, img_size: int = 28, channels: int = 1,
+                augment: bool = True, mean: list[float] = (0.5,), std: list[float] = (0.5,)) -> BreastMnistData:
+    """BreastMNIST: 780 breast ultrasound images, 28x28 grey, malignant vs normal/benign (resizable, grey->RGB)."""
+    if len(mean) != channels or len(std) != channels:
+        raise DataError(f"expected {channels} values in data.args.mean and data.args.std, "
+                        f"got {len(mean)} and {len(std)}")
+    return BreastMnistData(batch_size, num_workers, seed, img_size, channels, augment, list(mean), list(std))

@@ -1,0 +1,62 @@
+"""Reading and checking the user's image files: an image file as the tensor a model's ``input_spec`` asks
+for (grey/RGB and size are documented conversions), and folders of class sub-folders."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from hub.errors import DataError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+def image_spec(height: int, width: int, channels: int, mean: list[float], std: list[float]) -> dict[str, Any]:
+    return {"kind": "image", "height": height, "width": width, "channels": channels, "mean": mean, "std": std}
+
+
+def open_image(path: str | Path, spec: dict[str, Any]):
+    """Open an image file as a PIL image in the spec's mode (``L`` or ``RGB``), fully loaded."""
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    try:
+        with Image.open(path) as image:
+            return image.convert("L" if spec["channels"] == 1 else "RGB")
+    except FileNotFoundError:
+        raise DataError(f"image file {path} does not exist") from None
+    except (UnidentifiedImageError, OSError, ValueError) as err:
+        raise DataError(f"cannot read image {path}: not a valid image file ({err})") from None
+
+
+def read_image(path: str | Path, spec: dict[str, Any]) -> torch.Tensor:
+    """Read an image file as the ``(C, H, W)`` tensor a model with ``spec`` takes.
+
+    Conversions (documented, not errors): RGB to grey (ITU-R 601 luma) or grey to RGB as the spec
+    asks; a different size is resized bilinearly; then ``(x / 255 - mean) / std``.
+    """
+    from PIL import Image
+
+    image = open_image(path, spec)
+    if image.size != (spec["width"], spec["height"]):
+        image = image.resize((spec["width"], spec["height"]), Image.BILINEAR)
+    array = np.asarray(image, dtype=np.float32) / 255.0
+    tensor = torch.from_numpy(array).reshape(array.shape[0], array.shape[1], -1).permute(2, 0, 1)  # (C, H, W)
+    mean = torch.tensor(spec["mean"]).view(-1, 1, 1)
+    std = torch.tensor(spec["std"]).view(-1, 1, 1)
+    return (tensor - mean) / std
+
+
+def _scan_class_folders(root: Path) -> dict[str, list[Path]]:
+    if not root.is_dir():
+        raise DataError(f"image folder {root} does not exist or is not a folder")
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise DataError(f"{root} has no class folders; expected one sub-folder per class (e.g. {root}/cat/*.png)")
+    found = {c.name: sorted(f for f in c.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES) for c in classes}
+    empty = [name for name, files in found.items() if not files]
+    if empty:
+        raise DataError(f"class folders {empty} in {root} hold no images (looked for {', '.join(IMAGE_SUFFIXES)})")
+    return found
