@@ -136,9 +136,9 @@ def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "
     if val_out.ndim == val_y.ndim + 1 and val_out.shape[-1] == 1:  # (N, 1) outputs of (N,) targets
         val_out, test_out = val_out.squeeze(-1), test_out.squeeze(-1)
     if val_out.shape != val_y.shape:
-        return {"conformal": {"skipped": f"the outputs {list(val_out.shape[1:])} per item are not in the targets' "
-                                         f"units {list(val_y.shape[1:])} (e.g. a Cox risk against a time and an "
-                                         "event): no residual to calibrate an interval on"}}
+        return {"conformal": {"skipped": f"outputs of shape {tuple(val_out.shape[1:])} per item against targets of "
+                                         f"shape {tuple(val_y.shape[1:])}: not in the targets' units (e.g. a Cox "
+                                         "risk against a time and an event), no residual to fit an interval on"}}
     count, missing = len(datamodule.output_names), task.missing_target
     val = output_residuals(val_out, val_y, count, missing)
     test = output_residuals(test_out, test_y, count, missing)
