@@ -145,7 +145,7 @@ def test_regression_cards_name_their_outputs_in_the_predict_header(name, names, 
 def test_predict_header_falls_back_to_numbered_outputs_and_classes_keep_theirs():
     from hub.predict import prediction_cells
 
-    unnamed = dataclasses.replace(hub.model_card("rul_attention.fd001"), output_names=[])
+    unnamed = dataclasses.replace(hub.model_card("rul_attention.fd001"), output_names=[], calibration={})
     assert prediction_cells(torch.zeros(1, 3), unnamed, 3)[0] == ["output_0", "output_1", "output_2"]
     classifier = hub.model_card("vit_digits.sklearn")
     assert classifier.output_names == []
