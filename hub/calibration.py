@@ -97,18 +97,30 @@ class TrustScore:
 
 
 @torch.no_grad()
-def _outputs(model: torch.nn.Module, loader, split: str,
-             progress: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(logits (N, C), pre-logit features (N, D), labels (N,)) over a loader of ``(x, y)`` batches."""
+def _outputs(model: torch.nn.Module, loader, split: str, progress: bool = True, task=None,
+             device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(logits (N, C), pre-logit features (N, D), labels (N,)) over a loader of ``(x, y)`` batches of the split
+    ``split`` (``val`` or ``test``), run on ``device``; a regression model's outputs (N, ...) and targets likewise.
+    Other batches (a PyG graph whose masks pick the split's nodes, a batch of graphs) need the classification
+    ``task``: the logarithms of its class probabilities for the split, equal to the logits less a constant per row
+    (so the same probabilities at any temperature), serve as logits and features."""
     import sys
 
+    from pytorch_lightning.utilities import move_data_to_device
     from tqdm import tqdm
 
     logits, features, labels = [], [], []
     for batch in tqdm(loader, desc=split, unit="batch", disable=not progress, file=sys.stderr, leave=False):
+        batch = move_data_to_device(batch, device)
         if not (isinstance(batch, (list, tuple)) and len(batch) == 2):
-            raise HubError("calibration takes models whose data gives (inputs, labels) batches (images, audio, "
-                           f"tables, ICU stays); this data gives {type(batch).__name__} batches")
+            if task is None:
+                raise HubError("calibration takes models whose data gives (inputs, labels) batches (images, audio, "
+                               f"tables, ICU stays); this data gives {type(batch).__name__} batches")
+            _, probs, y = task.step(model, batch, split)  # probs (N, C)
+            logits.append(probs.clamp_min(torch.finfo(probs.dtype).tiny).log())
+            features.append(logits[-1])
+            labels.append(y)
+            continue
         x, y = batch
         if hasattr(model, "forward_head"):
             hidden = model.forward_features(**x) if isinstance(x, dict) else model.forward_features(x)
@@ -118,7 +130,7 @@ def _outputs(model: torch.nn.Module, loader, split: str,
             logits.append(call_model(model, x))
             features.append(logits[-1])
         labels.append(y)
-    return torch.cat(logits).float(), torch.cat(features).float(), torch.cat(labels)
+    return torch.cat(logits).float().cpu(), torch.cat(features).float().cpu(), torch.cat(labels).cpu()
 
 
 def _auroc(score: np.ndarray, positive: np.ndarray) -> float | None:
@@ -134,8 +146,8 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
     validation split, measure them on its test split, and return the figures (see the module docstring)."""
     from hub.cards import write_card
     from hub.models import load_from_card, model_card
+    from hub.recipe import card_data
     from hub.registry import is_run_path
-    from hub.run.evaluate import card_data
 
     card = model_card(name)
     if not card.label_names:
@@ -143,7 +155,7 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
     datamodule = card_data(card, data_overrides)
     datamodule.setup("fit")
     model = load_from_card(card).eval()
-    val_logits, val_features, val_labels = _outputs(model, datamodule.val_dataloader(), "validation", progress)
+    val_logits, val_features, val_labels = _outputs(model, datamodule.val_dataloader(), "val", progress)
     test_logits, test_features, test_labels = _outputs(model, datamodule.test_dataloader(), "test", progress)
     temperature = fit_temperature(val_logits, val_labels)
     predicted = test_logits.argmax(1)

@@ -28,7 +28,8 @@ class PretrainedCfg:
     (:data:`LOCAL_KEYS`), "seeds"}``: a card holds no path of the machine that made it (:func:`portable_recipe`,
     :func:`absolute_paths`).
     ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds. ``calibration`` holds
-    the temperature that ``predict`` divides the logits by, when ``attnhub calibrate`` fitted one.
+    the temperature that ``predict`` divides the logits by and the ``conformal`` interval half widths it writes
+    beside a regression's outputs (:mod:`hub.uncertainty`, :mod:`hub.calibration`), with their figures.
     """
 
     name: str

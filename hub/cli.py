@@ -146,7 +146,8 @@ def cmd_predict(args) -> int:
             raise HubError(f"--data takes a table for tabular models; {args.name} takes input files "
                            f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
         with _open_out(args.out) as out_file:
-            count = write_csv(table_predictions(model, args.data, args.batch_size), out_file or sys.stdout)
+            count = write_csv(table_predictions(model, args.data, args.batch_size, args.interval_level),
+                              out_file or sys.stdout)
         if args.out:
             print(f"wrote {count} predictions to {args.out}")
         return 0
@@ -156,7 +157,7 @@ def cmd_predict(args) -> int:
                                                file=sys.stderr) as bar:
         writer = csv.writer(out_file) if out_file else None
         wrote_header = False
-        for header, rows in file_predictions(model, args.files, args.batch_size, args.top_k):
+        for header, rows in file_predictions(model, args.files, args.batch_size, args.top_k, args.interval_level):
             if not wrote_header:  # tqdm does not count when disabled, so keep a flag
                 if writer:
                     writer.writerow(header)
@@ -321,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=3, help="how many classes to print per file (default 3)")
     p.add_argument("--out", help="also write the predictions to this CSV file")
     p.add_argument("--batch-size", type=int, default=256, help="files per forward pass (default 256)")
+    p.add_argument("--interval-level", type=float, help="regression and forecasts: the coverage of the interval "
+                   "written beside each output (<output>_lower_90, <output>_upper_90), one the card holds: 0.8, 0.9 "
+                   "(default) or 0.95")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_predict)
 

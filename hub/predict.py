@@ -1,6 +1,8 @@
 """Predictions as CSV rows, batch by batch: for input files, a file's name then the top-k classes with their
 probabilities (or a regression or forecast model's named outputs); for a table, a row's number then the prediction
-and one probability per class (or the value in the target's units). ``attnhub predict`` prints and writes them."""
+and one probability per class (or the value in the target's units). Probabilities are calibrated and a named output
+has its conformal interval beside it when the card holds them (:mod:`hub.uncertainty`). ``attnhub predict`` prints
+and writes them."""
 from __future__ import annotations
 
 import csv
@@ -10,6 +12,7 @@ import torch
 
 from hub.errors import HubError
 from hub.kinds import predict_logits
+from hub.uncertainty import interval_columns
 
 Batch = tuple[list[str], list[list]]  # the CSV header and a batch's rows
 
@@ -25,13 +28,16 @@ def output_header(card, count: int) -> list[str]:
     return list(card.output_names)
 
 
-def prediction_cells(logits: torch.Tensor, card, k: int) -> tuple[list[str], list[list[str]]]:
+def prediction_cells(logits: torch.Tensor, card, k: int,
+                     interval_level: float | None = None) -> tuple[list[str], list[list[str]]]:
     """CSV header and, per input, the cells after its name: the outputs of a regression or forecast model (a
-    card without ``label_names``), named by :func:`output_header`, else the top-k classes with their probabilities
+    card without ``label_names``), named by :func:`output_header`, each with its interval at ``interval_level`` when
+    the card has them (:func:`hub.uncertainty.interval_columns`), else the top-k classes with their probabilities
     (of ``logits / temperature``: calibrated when the card has a temperature). ``logits``: (B, ...)."""
     if not card.label_names:
         values = logits.float().reshape(logits.shape[0], -1)  # (B, outputs)
-        return output_header(card, values.shape[1]), [[f"{v:.6f}" for v in row] for row in values.tolist()]
+        header, values = interval_columns(card, output_header(card, values.shape[1]), values, interval_level)
+        return header, [[f"{v:.6f}" for v in row] for row in values.tolist()]
     probs = (logits.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
     top = probs.topk(min(k, probs.shape[-1]), dim=-1)
     header = [c for i in range(1, top.indices.shape[1] + 1) for c in (f"class_{i}", f"prob_{i}")]
@@ -40,13 +46,14 @@ def prediction_cells(logits: torch.Tensor, card, k: int) -> tuple[list[str], lis
     return header, rows
 
 
-def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: int = 3) -> Iterator[Batch]:
+def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: int = 3,
+                     interval_level: float | None = None) -> Iterator[Batch]:
     """Per batch of ``files``: the header (``file``, then :func:`prediction_cells`'s) and one row per file, its
     name then its cells. ``model``: a loaded hub model (its ``pretrained_cfg`` says how to read the files)."""
     card = model.pretrained_cfg
     with torch.inference_mode():
         for names, logits in predict_logits(card, model, files, batch_size):
-            header, cells = prediction_cells(logits, card, top_k)
+            header, cells = prediction_cells(logits, card, top_k, interval_level)
             yield ["file", *header], [[name, *row] for name, row in zip(names, cells)]
 
 
@@ -57,19 +64,23 @@ def shown_row(row: list[str], regression: bool) -> list[str]:
     return [name, *(f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells))]
 
 
-def table_predictions(model, path: str, batch_size: int = 256) -> Iterator[Batch]:
+def table_predictions(model, path: str, batch_size: int = 256, interval_level: float | None = None) -> Iterator[Batch]:
     """Per batch of the rows of the CSV table at ``path``: the header and one row per table row: its number, then
     for classification the predicted class and one probability per class (``proba_<class>``), for regression the
-    value in the target's units, in a column named after the target (the card's ``output_names``)."""
+    value in the target's units, in a column named after the target (the card's ``output_names``), with its
+    interval at ``interval_level`` when the card has them."""
     card = model.pretrained_cfg
     spec = card.input_spec.get("preprocessor", {})
     regression = spec.get("task") == "regression"
     classes = list(spec.get("classes") or card.label_names)
-    header = ["row", *output_header(card, 1)] if regression else ["row", "prediction", *(f"proba_{c}" for c in classes)]
+    header = ["row", "prediction", *(f"proba_{c}" for c in classes)]
     with torch.inference_mode():
         for rows, outputs in predict_logits(card, model, [path], batch_size):
             if regression:
-                cells = [[f"{v:.6g}"] for v in outputs.float().reshape(-1).tolist()]
+                names, values = interval_columns(card, output_header(card, 1), outputs.float().reshape(-1, 1),
+                                                 interval_level)
+                header = ["row", *names]
+                cells = [[f"{v:.6g}" for v in row] for row in values.tolist()]
             else:
                 probs = (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
                 cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]

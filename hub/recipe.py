@@ -89,6 +89,9 @@ class TrainerSection(_Strict):
     # experiment tracking (hub.run.tracking): `csv` is the run folder's metrics.csv, always written
     loggers: list[str] = Field(default_factory=lambda: ["csv"])
     mlflow_uri: str | None = None  # MLflow's tracking store; None: sqlite:///RUN_DIR/mlflow.db
+    # at the end: a classifier's temperature, a regression's conformal intervals, fitted on the validation split
+    # (hub.uncertainty), kept in the card (predict applies them) with their figures in metrics.json
+    calibrate: bool = True
 
     @field_validator("loggers")
     @classmethod
@@ -238,3 +241,16 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     data = apply_overrides(parse_yaml(path.read_text(), str(path)), overrides or [])
     data.setdefault("name", path.stem)
     return validate_recipe(data, str(path))
+
+
+def card_data(card, data_overrides: list[str] | None = None):
+    """The set-up data module named by a model card (a :class:`hub.cards.PretrainedCfg`): its dataset, arguments and
+    split, with ``data_overrides`` (``data.args.batch_size=256``) applied."""
+    from hub.registry import get_dataset_entry
+
+    data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
+                           data_overrides or [])["data"]
+    entry = get_dataset_entry(data["name"])
+    datamodule = entry.builder(**check_builder_args(entry.builder, data["args"], "data.args"))
+    datamodule.setup("test")
+    return datamodule

@@ -31,11 +31,12 @@ def call_model(model: torch.nn.Module, x) -> torch.Tensor:
 class Task:
     """Base class. ``monitor``/``mode`` pick the best checkpoint; ``step`` returns (loss, preds, target).
     ``metrics_in_training = False`` skips the metrics on training batches (the loss is still logged), for
-    metrics that cost much next to a step."""
+    metrics that cost much next to a step. ``missing_target``: a target value that marks a missing reading."""
 
     monitor = "val/loss"
     mode = "min"
     metrics_in_training = True
+    missing_target: float | None = None  # a target value that marks no reading: left out of prediction intervals
 
     def metrics(self) -> torchmetrics.MetricCollection:
         raise NotImplementedError

@@ -125,18 +125,19 @@ def test_model_card_fields():
     assert card.data["license"]
 
 
-@pytest.mark.parametrize("name, names", [
-    ("rul_attention.fd001", ["rul", *(f"rul_plus_{h}" for h in range(1, 10))]),
-    ("testam.los_loop", [f"speed_{5 * h}min" for h in range(1, 13)]),
-    ("survival_fusion.metabric", ["risk"]),
+@pytest.mark.parametrize("name, names, intervals", [
+    ("rul_attention.fd001", ["rul", *(f"rul_plus_{h}" for h in range(1, 10))], True),
+    ("testam.los_loop", [f"speed_{5 * h}min" for h in range(1, 13)], True),
+    ("survival_fusion.metabric", ["risk"], False),  # a Cox risk has no target in its units: no interval
 ])
-def test_regression_cards_name_their_outputs_in_the_predict_header(name, names):
+def test_regression_cards_name_their_outputs_in_the_predict_header(name, names, intervals):
     from hub.predict import prediction_cells
 
     card = hub.model_card(name)
     assert card.output_names == names
     header, rows = prediction_cells(torch.arange(2.0 * len(names)).reshape(2, len(names)), card, 3)
-    assert header == names and rows[1][0] == f"{len(names):.6f}"
+    assert header == ([c for n in names for c in (n, f"{n}_lower_90", f"{n}_upper_90")] if intervals else names)
+    assert rows[1][0] == f"{len(names):.6f}"
     with pytest.raises(HubError, match=f"names {len(names)} outputs .* gave {len(names) + 1} per input"):
         prediction_cells(torch.zeros(2, len(names) + 1), card, 3)
 
@@ -144,7 +145,7 @@ def test_regression_cards_name_their_outputs_in_the_predict_header(name, names):
 def test_predict_header_falls_back_to_numbered_outputs_and_classes_keep_theirs():
     from hub.predict import prediction_cells
 
-    unnamed = dataclasses.replace(hub.model_card("rul_attention.fd001"), output_names=[])
+    unnamed = dataclasses.replace(hub.model_card("rul_attention.fd001"), output_names=[], calibration={})
     assert prediction_cells(torch.zeros(1, 3), unnamed, 3)[0] == ["output_0", "output_1", "output_2"]
     classifier = hub.model_card("vit_digits.sklearn")
     assert classifier.output_names == []

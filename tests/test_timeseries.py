@@ -154,13 +154,17 @@ def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
                  "--out", str(tmp_path / "p.csv")]) == 0
     header, *lines = capsys.readouterr().out.strip().splitlines()
     names = ["rul", *(f"rul_plus_{h}" for h in range(1, 10))]  # the RUL now, then 1..9 cycles later
-    assert header.split() == ["file", *names]
-    assert next(csv.reader(open(tmp_path / "p.csv"))) == ["file", *names]
-    assert len(lines) == 2 and len(lines[0].split()) == 11  # file + 10 forecast values
+    columns = [c for name in names for c in (name, f"{name}_lower_90", f"{name}_upper_90")]  # the card's intervals
+    assert header.split() == ["file", *columns]
+    assert next(csv.reader(open(tmp_path / "p.csv"))) == ["file", *columns]
+    assert len(lines) == 2 and len(lines[0].split()) == 31  # file + 10 forecast values with their intervals
     model = hub.load("rul_attention.fd001")
     data = card_data(model.pretrained_cfg)
     expected = model(data.test_set.tensors[0][:1])[0, 0].item()
-    assert float(lines[0].split()[1]) == pytest.approx(expected, abs=1e-2)
+    rul, lower, upper = map(float, lines[0].split()[1:4])
+    assert rul == pytest.approx(expected, abs=1e-2)
+    half_width = model.pretrained_cfg.calibration["conformal"]["half_width"]["0.9"][0]
+    assert rul - lower == pytest.approx(half_width, abs=2e-3) and upper - rul == pytest.approx(half_width, abs=2e-3)
 
 
 def test_sensor_csv_errors(tmp_path, capsys):
@@ -439,8 +443,9 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     finetuned = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("run folder: ")
     assert main(["predict", finetuned, str(other / "speeds.csv"), "--no-progress"]) == 0
     header, *lines = capsys.readouterr().out.strip().splitlines()
-    assert header.split() == ["file", *(f"speed_{5 * h}min" for h in range(1, 13))]  # the folder's 288 steps a day
+    names = [f"speed_{5 * h}min" for h in range(1, 13)]  # the folder's 288 steps a day
+    assert header.split() == ["file", *(c for n in names for c in (n, f"{n}_lower_90", f"{n}_upper_90"))]
     assert [line.split()[0].rsplit(":", 1)[1] for line in lines] == ["s0", "s1", "s2", "s3"]
-    assert all(len(line.split()) == 1 + 12 for line in lines), lines
+    assert all(len(line.split()) == 1 + 3 * 12 for line in lines), lines
     assert main(["explain", finetuned, "val", "--out", str(tmp_path / "fig")]) == 0  # TESTAM's routing
     assert (tmp_path / "fig" / "routing_val.png").stat().st_size > 1000

@@ -119,6 +119,7 @@ class TrafficForecastTask(Task):
 
     monitor = "val/mae"
     mode = "min"
+    missing_target = 0.0  # no reading
 
     def __init__(self, num_classes: int | None = None):
         pass

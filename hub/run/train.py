@@ -6,7 +6,7 @@ early stopping and EMA, resuming, and the test of the chosen weights once per sa
     runs/<recipe>/<YYYYmmdd-HHMMSS>-s<seed>[-N]/
         recipe.yaml      the resolved recipe
         metrics.csv      one row per epoch (train and validation metrics)
-        metrics.json     final, best and test metrics
+        metrics.json     final, best and test metrics; calibration or intervals (hub.uncertainty)
         checkpoints/     last.ckpt and best.ckpt, written atomically
         curves.png       training curves
         tensorboard/, mlflow.db   the loggers of ``trainer.loggers`` (:mod:`hub.run.tracking`), when named
@@ -33,6 +33,7 @@ from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, 
 from hub.run.module import HubModule, seed_all
 from hub.run.tracking import build_loggers, check_logger_packages, log_test_metrics
 from hub.tasks import Task, create_task
+from hub.uncertainty import fit_run
 from hub.weights import sha256_bytes
 
 log = logging.getLogger("hub")
@@ -251,4 +252,6 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
         plot_curves(rows, run_dir / "curves.png")
     write_model(run_dir, recipe, datamodule, module.plain_model, test, str(recipe_path) if recipe_path else None,
                 overrides)
+    if recipe.trainer.calibrate:  # a temperature or conformal intervals, fitted on the validation split
+        fit_run(run_dir, module.plain_model, datamodule, task, tester.strategy.root_device, progress)
     return run_dir

@@ -1,0 +1,212 @@
+"""Predictions that say how sure they are: calibrated class probabilities and prediction intervals, fitted on the
+validation split at the end of training (:func:`fit_run`) or later on a run folder or a shipped tag
+(:func:`fit_card`), kept in the model card's ``calibration`` and applied by ``attnhub predict``.
+
+- Classifiers (every task that is a :class:`hub.tasks.ClassificationTask`: images, audio, tables, graphs, ICU
+  stays): temperature scaling (:func:`hub.calibration.fit_temperature`); the card keeps ``temperature``, which
+  ``predict`` divides the logits by; NLL and expected calibration error before and after, on the validation and
+  test splits.
+- Regression and forecasts (named outputs with a target in the same units: RUL, traffic speeds, a table's
+  target): split conformal prediction (Vovk et al., "Algorithmic Learning in a Random World", 2005; Lei et al.,
+  "Distribution-Free Predictive Inference for Regression", JASA 2018). Per output column (a forecast horizon),
+  the half width at level ``1 - alpha`` is the ``ceil((n + 1)(1 - alpha))``-th smallest of the ``n`` validation
+  absolute residuals (:func:`conformal_half_width`): for a fresh point exchangeable with them,
+  ``P(|y - prediction| <= half width) >= 1 - alpha``. The card keeps the half widths of :data:`LEVELS`;
+  ``predict`` writes ``<output>_lower_90`` and ``<output>_upper_90`` beside each output (``--interval-level``
+  picks another stored level). Written here, a sort and an index, because MAPIE and crepes wrap scikit-learn
+  style estimators that they fit themselves, while here the model is trained already and only its residuals
+  on the validation split are needed.
+- Survival risks are skipped: a Cox model's risk is a log hazard ratio, a relative score whose target (a time and
+  an event indicator, censored) is not in its units, so an absolute residual means nothing.
+
+>>> conformal_half_width(np.arange(1.0, 10.0), 0.8)  # n = 9: the ceil(10 * 0.8) = 8th smallest
+8.0
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from hub.calibration import _outputs, calibration_error, fit_temperature
+from hub.errors import HubError
+from hub.tasks import ClassificationTask
+
+LEVELS = (0.8, 0.9, 0.95)  # the interval levels kept in a card; predict takes one of them
+DEFAULT_LEVEL = 0.9
+
+
+def conformal_half_width(residuals: np.ndarray, level: float) -> float:
+    """The split conformal half width at coverage ``level`` of the absolute residuals (n,): their
+    ``ceil((n + 1) level)``-th smallest (the finite-sample correction of the ``level`` quantile)."""
+    residuals = np.sort(np.asarray(residuals, dtype=np.float64).reshape(-1))
+    if not 0 < level < 1:
+        raise HubError(f"an interval level is a coverage between 0 and 1 (e.g. 0.9), got {level!r}")
+    rank = math.ceil((len(residuals) + 1) * level)
+    if rank > len(residuals):
+        raise HubError(f"a {level:g} interval needs at least {math.ceil(level / (1 - level))} calibration points, "
+                       f"got {len(residuals)}")
+    return float(residuals[rank - 1])
+
+
+def _level_key(level: float) -> str:
+    return f"{level:g}"
+
+
+def _by_output(values: torch.Tensor, count: int) -> torch.Tensor:
+    """``values`` (N, count, ...) or (N,) as (rows, count): further axes (a traffic forecast's sensors) become rows."""
+    values = values.reshape(len(values), count, -1)  # (N, count, rest)
+    return values.permute(0, 2, 1).reshape(-1, count)
+
+
+def output_residuals(outputs: torch.Tensor, targets: torch.Tensor, count: int,
+                     missing: float | None = None) -> list[np.ndarray]:
+    """Per output column, the absolute residuals (rows,) of ``outputs`` against ``targets`` (N, count, ...), less the
+    rows whose target is ``missing`` (a traffic dataset's 0: no reading)."""
+    outputs, targets = _by_output(outputs.double(), count), _by_output(targets.double(), count)
+    kept = torch.ones_like(targets, dtype=torch.bool) if missing is None else targets != missing
+    return [(outputs[:, j] - targets[:, j]).abs()[kept[:, j]].numpy() for j in range(count)]
+
+
+def fit_intervals(val: list[np.ndarray], test: list[np.ndarray], names: list[str], scale: float = 1.0,
+                  levels: tuple[float, ...] = LEVELS) -> dict[str, Any]:
+    """The ``conformal`` entry of a card: per level, one half width per output from the validation residuals
+    ``val`` (one array per output), times ``scale`` (the target's units when the residuals are standardised), with
+    the coverage and mean width on the test residuals ``test``."""
+    fewest = min(map(len, val))
+    fitted = [lv for lv in levels if math.ceil((fewest + 1) * lv) <= fewest]
+    if not fitted:
+        raise HubError(f"the validation split has {fewest} points for an output, too few for an interval")
+    half_width = {_level_key(lv): [scale * conformal_half_width(r, lv) for r in val] for lv in fitted}
+    covered = {key: [scale * r <= w for r, w in zip(test, widths)] for key, widths in half_width.items()}
+    return {"method": "split conformal, absolute residuals", "outputs": names,
+            "fitted_on": "validation split", "half_width": half_width,
+            "val_points_per_output": [len(r) for r in val], "test_points_per_output": [len(r) for r in test],
+            "test_coverage": {key: float(np.concatenate(c).mean()) for key, c in covered.items()},
+            "test_coverage_per_output": {key: [float(x.mean()) for x in c] for key, c in covered.items()},
+            "test_mean_width": {key: float(2 * np.average(w, weights=[len(r) for r in test]))
+                                for key, w in half_width.items()}}
+
+
+def fit_temperature_figures(val_logits: torch.Tensor, val_labels: torch.Tensor, test_logits: torch.Tensor,
+                            test_labels: torch.Tensor) -> dict[str, Any]:
+    """The temperature fitted on the validation logits (N, C) and labels (N,), with the NLL and expected
+    calibration error before and after on both splits: a card's ``calibration``."""
+    temperature = fit_temperature(val_logits, val_labels)
+
+    def figures(logits, labels):
+        return {"nll": float(F.cross_entropy(logits, labels)),
+                "nll_calibrated": float(F.cross_entropy(logits / temperature, labels)),
+                "ece": calibration_error(logits.softmax(1), labels),
+                "ece_calibrated": calibration_error((logits / temperature).softmax(1), labels)}
+
+    return {"temperature": temperature, "fitted_on": f"validation split ({len(val_labels)} items)",
+            "val": figures(val_logits, val_labels), "test": figures(test_logits, test_labels)}
+
+
+def _target_scale(input_spec: dict[str, Any]) -> float:
+    """How many target units one unit of the data's targets is: a table's regression target is standardised
+    (its preprocessor's ``target_std``; ``predict`` undoes it); other targets are in their own units."""
+    spec = input_spec.get("preprocessor", {})
+    return float(spec.get("target_std", 1.0)) if spec.get("task") == "regression" else 1.0
+
+
+def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "cpu",
+        progress: bool = True) -> dict[str, Any]:
+    """A card's ``calibration`` for ``model`` on the set-up ``datamodule`` (validation and test splits): a
+    classifier's temperature (:func:`fit_temperature_figures`), a regression's ``conformal`` intervals
+    (:func:`fit_intervals`), ``{"conformal": {"skipped": why}}`` for named outputs without a target in their
+    units (a survival risk), else nothing."""
+    classifier = isinstance(task, ClassificationTask)
+    if not classifier and not datamodule.output_names:
+        return {}
+    model = model.to(device).eval()
+    val_out, _, val_y = _outputs(model, datamodule.val_dataloader(), "val", progress, task if classifier else None,
+                                 device)
+    test_out, _, test_y = _outputs(model, datamodule.test_dataloader(), "test", progress,
+                                   task if classifier else None, device)
+    if classifier:
+        return fit_temperature_figures(val_out, val_y, test_out, test_y)
+    if val_out.ndim == val_y.ndim + 1 and val_out.shape[-1] == 1:  # (N, 1) outputs of (N,) targets
+        val_out, test_out = val_out.squeeze(-1), test_out.squeeze(-1)
+    if val_out.shape != val_y.shape:
+        return {"conformal": {"skipped": f"outputs of shape {tuple(val_out.shape[1:])} per item against targets of "
+                                         f"shape {tuple(val_y.shape[1:])}: not in the targets' units (e.g. a Cox "
+                                         "risk against a time and an event), no residual to fit an interval on"}}
+    count, missing = len(datamodule.output_names), task.missing_target
+    val = output_residuals(val_out, val_y, count, missing)
+    test = output_residuals(test_out, test_y, count, missing)
+    return {"conformal": fit_intervals(val, test, list(datamodule.output_names), _target_scale(datamodule.input_spec))}
+
+
+def _with_calibration(card, calibration: dict[str, Any]):
+    return dataclasses.replace(card, calibration={**card.calibration, **calibration}, card_dir="")
+
+
+def fit_run(run_dir: Path, model: torch.nn.Module, datamodule, task, device: str | torch.device = "cpu",
+            progress: bool = True) -> dict[str, Any]:
+    """The end-of-training step (``trainer.calibrate``): :func:`fit` on the run's data, kept in the run's
+    ``card.json`` and, under ``calibration`` or ``intervals``, in its ``metrics.json``; returns what it fitted."""
+    from hub.cards import read_card, write_card
+    from hub.io import atomic_write_bytes
+
+    calibration = fit(model, datamodule, task, device, progress)
+    if not calibration:
+        return calibration
+    write_card(_with_calibration(read_card(run_dir / "card.json"), calibration), run_dir / "card.json")
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    summary["intervals" if "conformal" in calibration else "calibration"] = calibration.get("conformal", calibration)
+    atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+    return calibration
+
+
+def fit_card(name: str, data_overrides: list[str] | None = None, progress: bool = True) -> dict[str, Any]:
+    """:func:`fit` for a run folder or a shipped tag ``name`` on the data its card names, written into its card
+    (``card.json``, or the tag's ``<name>.json``; the weights and their sha256 are untouched); returns it."""
+    from hub.cards import write_card
+    from hub.models import load_from_card, model_card
+    from hub.recipe import card_data
+    from hub.registry import is_run_path
+    from hub.tasks import create_task
+
+    card = model_card(name)
+    datamodule = card_data(card, data_overrides)
+    datamodule.setup("fit")
+    task = create_task(datamodule.task, **datamodule.task_args())
+    calibration = fit(load_from_card(card), datamodule, task, progress=progress)
+    if not calibration:
+        raise HubError(f"{name} is neither a classifier nor a model of named outputs; nothing to calibrate")
+    path = Path(name) / "card.json" if is_run_path(name) else Path(card.card_dir) / f"{card.name}.json"
+    write_card(_with_calibration(card, calibration), path)
+    return calibration
+
+
+def interval_columns(card, header: list[str], values: torch.Tensor,
+                     level: float | None = None) -> tuple[list[str], torch.Tensor]:
+    """``header`` (the K output names) and ``values`` (B, K) with, beside each output, its ``_lower_<level %>``
+    and ``_upper_<level %>`` bounds (B, 3K), at ``level`` (default :data:`DEFAULT_LEVEL`) among the card's stored
+    levels; as they are when the card has no intervals and no level is asked for."""
+    conformal = card.calibration.get("conformal", {})
+    if "half_width" not in conformal:
+        if level is not None:
+            raise HubError(f"{card.name} has no prediction intervals in its card (a classifier, a survival risk, or "
+                           "a run trained with trainer.calibrate=false); drop --interval-level")
+        return header, values
+    level = DEFAULT_LEVEL if level is None else level
+    widths = conformal["half_width"].get(_level_key(level))
+    if widths is None:
+        raise HubError(f"the card of {card.name} holds intervals at levels {sorted(conformal['half_width'])}, "
+                       f"not {level:g}")
+    if len(widths) != values.shape[1]:
+        raise HubError(f"the card of {card.name} has interval half widths for {len(widths)} outputs but the model "
+                       f"gave {values.shape[1]}; the card does not match its weights")
+    width = torch.tensor(widths, dtype=values.dtype)
+    percent = round(100 * level)
+    header = [c for name in header for c in (name, f"{name}_lower_{percent}", f"{name}_upper_{percent}")]
+    return header, torch.stack([values, values - width, values + width], -1).flatten(1)
