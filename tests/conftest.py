@@ -40,6 +40,13 @@ def _skip_when_data_is_missing():
         pytest.skip(f"dataset {missing.dataset!r} is not available (no local copy, no download): {missing}")
 
 
+def pytest_collection_modifyitems(items):
+    """Tests under tests/integration/ need real data: marked, so `-m "not integration"` runs the unit layer alone."""
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)
+
+
 # A test (or its fixture) that needs a dataset the loaders cannot find or download skips, naming the dataset.
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):

@@ -33,8 +33,6 @@ def karate():
     return data.graph
 
 
-# ---- layers -------------------------------------------------------------------------------------------
-
 def test_sparse_input_dropout_keeps_zeros_and_scales_kept_entries():
     torch.manual_seed(0)
     x = (torch.rand(200, 300) < 0.05).float()
@@ -104,8 +102,6 @@ def test_conjoint_structure_is_symmetric_and_bounded():
     torch.testing.assert_close(structure_p[key(looped_p), 1], structure[key(inverse[looped]), 1])
 
 
-# ---- models -------------------------------------------------------------------------------------------
-
 @pytest.mark.parametrize("name,args", NODE_MODELS)
 def test_node_model_api_and_every_parameter_gets_a_gradient(name, args):
     torch.manual_seed(0)
@@ -162,8 +158,6 @@ def test_gat_pma_graph_classifier_is_node_order_invariant():
     assert model.attention(x, edges, batch)["pool"].shape[-1] == 7
 
 
-# ---- data ---------------------------------------------------------------------------------------------
-
 def write_graph(root: Path, nodes: list[list], edges: list[list], header=("id", "f1", "f2", "label")) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "nodes.csv", "w", newline="") as f:
@@ -187,6 +181,8 @@ def generated_graph(root: Path, num_nodes: int = 60, num_classes: int = 3, unlab
 
 GOOD_NODES = [["a", "1", "0", "x"], ["b", "0", "1", "x"], ["c", "1", "1", "x"],
               ["d", "0", "0", "y"], ["e", "1", "0", "y"], ["f", "0", "1", "y"], ["g", "1", "1", ""]]
+
+
 GOOD_EDGES = [["a", "b"], ["c", "d"], ["e", "f"], ["g", "a"]]
 
 
@@ -232,31 +228,6 @@ def test_pubmed_names_the_missing_allx_file(tmp_path, monkeypatch):
         pubmed().setup("fit")
 
 
-def test_planetoid_public_split():
-    from graph.data import citeseer, cora
-
-    for builder, nodes, features, train in ((cora, 2708, 1433, 140), (citeseer, 3327, 3703, 120)):
-        data = builder()
-        data.setup("fit")
-        assert data.graph.x.shape == (nodes, features) and data.graph.x.layout == torch.sparse_csr
-        assert data.info["split"] == {"train": train, "val": 500, "test": 1000}
-
-
-# ---- shipped weights and the CLI ----------------------------------------------------------------------
-
-SHIPPED = ["gat.cora", "gat.citeseer", "cat.cora", "cat.citeseer"]
-
-
-@pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_weights_reproduce_their_card(name):
-    from hub.run.evaluate import evaluate
-
-    card = hub.model_card(name)
-    assert card.num_bytes < 2_000_000
-    result = evaluate(name, progress=False)
-    assert result["test/acc"] == pytest.approx(card.metrics["test/acc"]["values"][0], abs=1e-4)
-
-
 def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     from hub.cli import main
 
@@ -275,8 +246,6 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["node_n0.png", "node_n7.png"]
     assert main(["explain", run_dir, "nope", "--data", str(root), "--out", str(tmp_path / "fig")]) == 2
 
-
-# ---- explain ------------------------------------------------------------------------------------------
 
 def test_neighbourhood_attention_matches_the_layer_and_is_drawn(tmp_path):
     """The attention into a node is the layer's own alpha on the edges into it, sums to 1 per head, and

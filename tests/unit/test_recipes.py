@@ -5,7 +5,7 @@ import pytest
 
 from hub.recipe import load_recipe
 
-RECIPES = sorted((Path(__file__).resolve().parent.parent / "recipes").rglob("*.yaml"))
+RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes").rglob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: str(p.relative_to(p.parents[1])))

@@ -11,7 +11,6 @@ import yaml
 
 import hub
 from hub.cards import absolute_paths
-from hub.cli import main
 from hub.errors import HubError
 from hub.reproduction import REPORT_FILE, compare, format_report, locate_recipe, parse_seeds, run_overrides, verdict
 
@@ -93,23 +92,6 @@ def test_reproduce_quickstart_short_schedule_is_flagged(tmp_path, monkeypatch):
     assert saved["metrics"] == json.loads(json.dumps(report["metrics"]))
     text = format_report(report)
     assert "NOT within" in text and "--seeds 0,1,2" in text and "0.9759 ± 0.0105 (n=3)" in text
-
-
-def test_reproduce_graph_card_from_the_command_line(tmp_path, capsys):
-    out = tmp_path / "out"
-    assert main(["reproduce", "gat.cora", "trainer.max_epochs=5", "--seeds", "2", "--output-dir", str(out),
-                 "--no-progress"]) == 0
-    printed = capsys.readouterr().out
-    assert "0.8280 ± 0.0066 (n=10)" in printed  # the card's test accuracy beside the new one
-    report_file = Path(printed.strip().splitlines()[-1].removeprefix("report: "))
-    assert report_file.parent.parent == out / "gat_cora"  # under --output-dir, never a folder named by the card
-    report = json.loads(report_file.read_text())
-    assert report["seeds"] == [2] and report["overrides"] == ["trainer.max_epochs=5"]
-    assert set(report["metrics"]) == {"test/acc", "test/f1", "test/loss"}
-    assert all(isinstance(m["within"], bool) and m["rule"] == "2 std of the card" for m in report["metrics"].values())
-    run_card = hub.model_card(str(report_file.parent))
-    assert run_card.recipe["overrides"] == ["seed=2", "trainer.max_epochs=5"]  # the card's seed=1 replaced
-    assert run_card.recipe["resolved"]["seed"] == 2 and run_card.recipe["resolved"]["trainer"]["max_epochs"] == 5
 
 
 def test_missing_recipe_file_falls_back_to_the_resolved_recipe(tmp_path, monkeypatch):

@@ -2,7 +2,6 @@
 the shipped survival_fusion.metabric weight, the risk-group plot and a recipe smoke run."""
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -227,77 +226,6 @@ def test_calibrated_survival_undoes_an_over_spread_risk_scale():
     assert calibrated < overconfident - 0.02
 
 
-def test_shipped_weight_reproduces_its_card():
-    card = hub.model_card("survival_fusion.metabric")
-    from hub.run.evaluate import evaluate
-
-    measured = evaluate("survival_fusion.metabric", progress=False)
-    assert measured["test/cindex"] == pytest.approx(card.metrics["test/cindex"]["values"][0], abs=1e-4)
-    assert card.input_spec["genes"] == ["MKI67", "EGFR", "PGR", "ERBB2"]
-
-
-@pytest.mark.parametrize("name", ["resnet_cbam_micro_32.breastmnist", "vit_micro_patch4_32.breastmnist",
-                                  "coat_lite_micro_32.breastmnist"])
-def test_shipped_breastmnist_classifiers_reproduce_their_cards_and_are_calibrated(name):
-    from hub.run.evaluate import evaluate
-
-    card = hub.model_card(name)
-    measured = evaluate(name, progress=False)
-    assert measured["test/auroc"] == pytest.approx(card.metrics["test/auroc"]["values"][0], abs=1e-4)
-    assert card.label_names == ["malignant", "normal_or_benign"] and card.calibration["temperature"] > 0
-
-
-@pytest.mark.slow
-def test_recipe_smoke_run_and_report(repo, tmp_path):
-    from hub.run.train import train
-    from medical.survival_report import survival_report
-
-    run = train(str(repo / "recipes" / "medical" / "survival_fusion_metabric.yaml"),
-                ["trainer.max_epochs=2", f"output_dir={tmp_path}"], progress=False)
-    summary = json.loads((run / "metrics.json").read_text())
-    assert 0.5 < summary["test"]["test/cindex"] <= 1.0
-    report = survival_report(str(run))
-    assert (run / "risk_groups.png").is_file() and 0 < report["test"]["ibs"] < 1
-    low, high = report["test"]["harrell_c_ci95"]
-    assert low < report["test"]["harrell_c"] < high
-
-
-def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
-    """Raw patient rows (unstandardised, a gene left blank, extra columns) -> the model's risks on the same
-    standardised inputs; rows named by the id column."""
-    from hub.cli import main
-    from medical.data import deepsurv_metabric
-
-    card = hub.model_card("survival_fusion.metabric")
-    data = deepsurv_metabric()
-    data.setup()
-    spec = card.input_spec
-    rows = data.test_set
-    raw = torch.cat([rows.genes * torch.tensor(spec["std"][:4]) + torch.tensor(spec["mean"][:4]),
-                     rows.clinical * torch.tensor(spec["std"][4:]) + torch.tensor(spec["mean"][4:])], 1)[:20]
-    header = ["id", *spec["genes"], *spec["clinical"], "time"]
-    lines = [",".join(header)] + [",".join([f"p{i}", *[f"{v:.6f}" for v in raw[i].tolist()], "5"]) for i in range(20)]
-    lines[1] = lines[1].replace(lines[1].split(",")[1], "", 1)  # patient p0: MKI67 not measured
-    (tmp_path / "patients.csv").write_text("\n".join(lines) + "\n")
-    assert main(["predict", "survival_fusion.metabric", str(tmp_path / "patients.csv"), "--out",
-                 str(tmp_path / "risks.csv"), "--no-progress"]) == 0
-    header, *printed = capsys.readouterr().out.strip().splitlines()
-    assert header.split() == ["file", "risk"] and (tmp_path / "risks.csv").read_text().startswith("file,risk\n")
-    assert [line.split()[0] for line in printed] == [f"p{i}" for i in range(20)]
-    model = hub.load("survival_fusion.metabric").eval()
-    mask = torch.ones(20, 4, dtype=torch.bool)
-    mask[0, 0] = False
-    with torch.no_grad():
-        expected = model(rows.clinical[:20], genes=rows.genes[:20] * mask, gene_mask=mask)
-    got = torch.tensor([float(r.split(",")[1]) for r in (tmp_path / "risks.csv").read_text().splitlines()[1:]])
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    (tmp_path / "bad.csv").write_text("id,MKI67\np1,0.5\n")
-    with pytest.raises(DataError, match=r"missing columns \['EGFR'"):
-        list(hub.kinds.predict_logits(card, model, [str(tmp_path / "bad.csv")], 8))
-
-
-# ---- ICU stays: TFCAM, the masked GRU, PhysioNet 2012 --------------------------------------------------
-
 def _stays(b=8, t=12, f=5, s=3):
     generator = torch.Generator().manual_seed(0)
     return (torch.randn(b, t, f, generator=generator), torch.rand(b, t, f, generator=generator) < 0.3,
@@ -402,31 +330,3 @@ def test_physionet_record_parsing_forward_fill_and_summaries():
     table = summary_features(means, static_raw)
     assert table.shape == (3, 5 * len(VARIABLES) + 5)
     assert table[0, hr] == 80 and table[0, 4 * len(VARIABLES) + hr] == 2  # last value, hours observed
-
-
-def test_physionet2012_folds_are_disjoint_stratified_and_cached(tmp_path, monkeypatch):
-    from medical.data import physionet2012
-
-    monkeypatch.setenv("HUB_CACHE", str(tmp_path))
-    first = physionet2012(fold=1)
-    first.setup()
-    parts = first.split_index
-    assert sum(len(p) for p in parts.values()) == 4000
-    assert not set(parts["test"]) & set(parts["train"]) and not set(parts["val"]) & set(parts["train"])
-    assert abs(float(first.test_set.y.float().mean()) - 0.1385) < 0.01
-    assert list(tmp_path.glob("data/physionet2012-*.npz"))
-    again = physionet2012(fold=1)
-    again.setup()
-    assert torch.equal(again.train_set.values, first.train_set.values)
-    with pytest.raises(DataError, match="fold must be 0-4"):
-        physionet2012(fold=5)
-
-
-@pytest.mark.slow
-def test_shipped_tfcam_reproduces_its_card():
-    from hub.run.evaluate import evaluate
-
-    card = hub.model_card("tfcam.physionet2012")
-    measured = evaluate("tfcam.physionet2012", progress=False)
-    assert measured["test/auroc"] == pytest.approx(card.metrics["test/auroc"]["values"][0], abs=1e-4)
-    assert card.input_spec["kind"] == "icu_stays"

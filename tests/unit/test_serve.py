@@ -15,7 +15,7 @@ from PIL import Image
 from hub.cli import main
 
 httpx = pytest.importorskip("httpx")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STARTUP_S = 180  # the server imports torch and loads the model first; a bound, not a timing check
 PROB_TOLERANCE = 1e-5  # batched CPU matmuls round the 6th decimal of a probability differently (see hub/serve.py)
 

@@ -1,8 +1,6 @@
 """timeseries/: RUL models (shapes, gradients, overfit, bad input), the C-MAPSS FD001 pipeline, the NASA
 score, the shipped weights against their card, the forecast plot, sensor-CSV adapters and recipe smoke runs."""
-import csv
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,22 +10,13 @@ import hub
 from hub.cli import main
 from hub.errors import DataError
 from hub.registry import get_dataset_entry
-from hub.run.evaluate import card_data, evaluate
 from hub.run.train import train
-from timeseries.data import read_cmapss_units, rul_targets
-from timeseries.io import read_unit_csv
 from timeseries.tasks import NASAScore
 
 RUL_FAMILIES = ["rul_attention", "rul_attention_gru"]
+
+
 TINY = {"num_sensors": 5, "window": 8, "horizon": 3, "dim": 16, "num_heads": 2}
-FD001_SENSORS = ["s2", "s3", "s4", "s7", "s8", "s9", "s11", "s12", "s13", "s14", "s15", "s17", "s20", "s21"]
-
-
-@pytest.fixture(scope="module")
-def fd001():
-    data = get_dataset_entry("cmapss_fd001").builder()
-    data.setup()
-    return data
 
 
 @pytest.mark.parametrize("family", RUL_FAMILIES)
@@ -80,29 +69,6 @@ def test_bad_windows_raise_clear_errors(family):
         model(x)
 
 
-def test_fd001_pipeline_windows_cap_and_constant_sensors(fd001):
-    assert fd001.sensors == FD001_SENSORS  # the 7 constant sensors (s1 s5 s6 s10 s16 s18 s19) are dropped
-    train = read_cmapss_units("train_FD001.txt")
-    assert len(train) == 100 and sum(len(s) for s in train.values()) == 20631
-    ids = fd001.info["units"]["train"]
-    assert not set(ids) & set(fd001.info["units"]["val"])  # engines, not windows, are held out
-    assert len(fd001.train_set) == sum(len(train[u]) - 29 for u in ids)
-    x, y = fd001.train_set.tensors
-    assert x.shape[1:] == (30, 14) and y.shape[1] == 10
-    assert y.max() == 125 and y.min() == 0 and 0 <= x.min() and x.max() <= 1
-    first = len(train[ids[0]]) - 29  # windows of the first training engine, then the second engine's
-    np.testing.assert_allclose(y[first - 1].numpy(), [0] * 10)  # its last window: failure now
-    assert y[first, 0] == min(125, len(train[ids[1]]) - 30)
-    low, high = np.array(fd001.input_spec["min"]), np.array(fd001.input_spec["max"])
-    raw = train[ids[0]][:30][:, [int(s[1:]) - 1 for s in FD001_SENSORS]]
-    np.testing.assert_allclose(x[0].numpy(), (raw - low) / (high - low), rtol=1e-5, atol=1e-6)
-    tx, ty = fd001.test_set.tensors
-    assert tx.shape == (100, 30, 14)
-    official = np.loadtxt(hub.data.data_dir() / "cmapss" / "RUL_FD001.txt")
-    np.testing.assert_allclose(ty[:, 0].numpy(), np.minimum(official, 125))
-    assert rul_targets(5, 3, 2, rul_cap=1.5).tolist() == [[1.5, 1.0], [1.0, 0.0], [0.0, 0.0]]
-
-
 def test_nasa_score_matches_hand_computed_value():
     metric = NASAScore()
     metric.update(torch.tensor([10.0, 20.0]), torch.tensor([15.0, 20.0]))  # d = -5 (early), 0
@@ -111,107 +77,6 @@ def test_nasa_score_matches_hand_computed_value():
     assert metric.compute().item() == pytest.approx(expected, rel=1e-9)
     assert expected == pytest.approx(2.187331, abs=1e-6)
 
-
-@pytest.mark.parametrize("name, keys", [("rul_attention.fd001", ("test/rmse", "test/score")),
-                                        ("testam.los_loop", ("test/mae_15", "test/rmse_15", "test/rmse_60"))])
-def test_shipped_weights_reproduce_their_card(name, keys):
-    card = hub.model_card(name)
-    result = evaluate(name, progress=False)
-    for key in keys:
-        assert result[key] == pytest.approx(card.metrics[key]["values"][0], rel=1e-3)
-    assert card.metrics[keys[0]]["n"] == len(card.recipe["seeds"]) >= 4
-
-
-def test_forecast_plot_of_trained_model_through_explain(tmp_path, capsys):
-    from timeseries.data import cmapss_file
-
-    cmapss_file("test_FD001.txt")  # first, so a missing C-MAPSS skips (tests/conftest.py) before the CLI
-    assert main(["explain", "rul_attention.fd001", "1", "2", "3", "--out", str(tmp_path)]) == 0
-    path = Path(capsys.readouterr().out.strip().splitlines()[-1])
-    assert path == tmp_path / "rul_forecast.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert main(["explain", "rul_attention.fd001", "seven", "--out", str(tmp_path)]) == 2
-    assert "expected test unit numbers" in capsys.readouterr().err
-
-
-def _write_units(folder, units, sensors, drop=None):
-    folder.mkdir()
-    paths = []
-    for unit, series in units.items():
-        path = folder / f"unit{unit}.csv"
-        columns = ["cycle"] + [s for s in sensors if s != drop]
-        rows = [",".join(columns)]
-        for cycle, values in enumerate(series, start=1):
-            rows.append(",".join([str(cycle)] + [repr(float(values[int(s[1:]) - 1])) for s in sensors if s != drop]))
-        path.write_text("\n".join(rows) + "\n")
-        paths.append(path)
-    return paths
-
-
-def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
-    test = read_cmapss_units("test_FD001.txt")
-    paths = _write_units(tmp_path / "units", {u: test[u] for u in (1, 2)}, FD001_SENSORS)
-    assert main(["predict", "rul_attention.fd001", *map(str, paths), "--no-progress",
-                 "--out", str(tmp_path / "p.csv")]) == 0
-    header, *lines = capsys.readouterr().out.strip().splitlines()
-    names = ["rul", *(f"rul_plus_{h}" for h in range(1, 10))]  # the RUL now, then 1..9 cycles later
-    columns = [c for name in names for c in (name, f"{name}_lower_90", f"{name}_upper_90")]  # the card's intervals
-    assert header.split() == ["file", *columns]
-    assert next(csv.reader(open(tmp_path / "p.csv"))) == ["file", *columns]
-    assert len(lines) == 2 and len(lines[0].split()) == 31  # file + 10 forecast values with their intervals
-    model = hub.load("rul_attention.fd001")
-    data = card_data(model.pretrained_cfg)
-    expected = model(data.test_set.tensors[0][:1])[0, 0].item()
-    rul, lower, upper = map(float, lines[0].split()[1:4])
-    assert rul == pytest.approx(expected, abs=1e-2)
-    half_width = model.pretrained_cfg.calibration["conformal"]["half_width"]["0.9"][0]
-    assert rul - lower == pytest.approx(half_width, abs=2e-3) and upper - rul == pytest.approx(half_width, abs=2e-3)
-
-
-def test_sensor_csv_errors(tmp_path, capsys):
-    test = read_cmapss_units("test_FD001.txt")
-    missing = _write_units(tmp_path / "missing", {1: test[1]}, FD001_SENSORS, drop="s7")[0]
-    assert main(["predict", "rul_attention.fd001", str(missing), "--no-progress"]) == 2
-    assert "missing ['s7']" in capsys.readouterr().err
-    short = _write_units(tmp_path / "short", {1: test[1][:12]}, FD001_SENSORS)[0]
-    assert main(["predict", "rul_attention.fd001", str(short), "--no-progress"]) == 2
-    assert "12 cycles, fewer than the model's window of 30" in capsys.readouterr().err
-    full = _write_units(tmp_path / "full", {1: test[1]}, FD001_SENSORS)[0]
-    text = full.read_text().splitlines()
-    text[3] = text[3].rsplit(",", 1)[0] + ",nan"  # file row 4 (row 1 is the header)
-    nan = tmp_path / "nan.csv"
-    nan.write_text("\n".join(text))
-    assert main(["predict", "rul_attention.fd001", str(nan), "--no-progress"]) == 2
-    assert "row 4 column 's21'" in capsys.readouterr().err
-    gap = tmp_path / "gap.csv"
-    text = short.read_text().splitlines()
-    gap.write_text("\n".join(text[:5] + text[6:]))
-    with pytest.raises(DataError, match="no gaps"):
-        read_unit_csv(gap, FD001_SENSORS, window=5)
-
-
-@pytest.mark.slow
-def test_finetune_on_sensor_csv_folder(tmp_path):
-    train_units = read_cmapss_units("train_FD001.txt")
-    folder = tmp_path / "units"
-    _write_units(folder, {u: train_units[u] for u in range(1, 8)}, FD001_SENSORS)
-    assert main(["finetune", "rul_attention.fd001", "trainer.max_epochs=1", "--data", str(folder),
-                 "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
-    (run,) = (tmp_path / "runs").glob("finetune-rul_attention/*")
-    card = hub.model_card(str(run))
-    assert card.input_spec["sensors"] == FD001_SENSORS and card.metrics["test/rmse"]["mean"] < 125
-
-
-@pytest.mark.parametrize("recipe", ["rul_attention_fd001", "rul_attention_gru_fd001"])
-def test_recipe_smoke_run(repo, tmp_path, recipe):
-    run = train(str(repo / "recipes" / "timeseries" / f"{recipe}.yaml"),
-                ["trainer.max_epochs=1", "trainer.limit_train_batches=3", "trainer.limit_val_batches=2",
-                 f"output_dir={tmp_path}"], progress=False)
-    card = hub.model_card(str(run))
-    assert card.input_spec["kind"] == "sensor_series" and card.model_args["num_sensors"] == 14
-    assert math.isfinite(card.metrics["test/rmse"]["mean"])
-
-
-# ---- traffic: TESTAM, the GRU baseline, Los-loop and the road graphs ---------------------------------
 
 TRAFFIC_TINY = {"num_nodes": 5, "input_steps": 12, "output_steps": 12}
 
@@ -295,65 +160,6 @@ def test_testam_loss_matches_a_naive_loop():
     assert model.loss(x, y)[0].item() == pytest.approx(expected.item(), rel=1e-5)
 
 
-def test_road_graphs_load_with_hash_and_restricted_unpickler(tmp_path):
-    import pickle
-
-    from timeseries.io import read_adj_pickle, road_graph
-
-    assert road_graph("los_loop").shape == (207, 207) and (road_graph("los_loop") > 0).sum() == 2833
-    assert road_graph("metr_la").shape == (207, 207) and (road_graph("metr_la") > 0).sum() == 1722
-    assert road_graph("pems_bay").shape == (325, 325) and (road_graph("pems_bay") > 0).sum() == 2694
-
-    class Exploit:
-        def __reduce__(self):
-            return (print, ("pwned",))
-
-    evil = tmp_path / "adj_mx.pkl"
-    evil.write_bytes(pickle.dumps([["a"], {"a": 0}, Exploit()]))
-    with pytest.raises(DataError, match="refusing to unpickle builtins.print"):
-        read_adj_pickle(evil)
-    with pytest.raises(hub.WeightsError, match="sha256 mismatch"):
-        read_adj_pickle(evil, sha256="0" * 64)
-
-
-def test_los_loop_split_and_baselines():
-    from timeseries.baselines import baseline_forecasts
-
-    data = get_dataset_entry("los_loop").builder()
-    data.setup()
-    assert data.info["samples"] == [1395, 199, 399]  # 1993 samples, chronological 70/10/20
-    x, y = data.test_set.tensors
-    assert x.shape == (399, 12, 207, 2) and y.shape == (399, 12, 207)
-    assert data.splits["train"][0][-1, -1] < data.splits["test"][0][0, 12]  # test targets come after training
-    forecasts = baseline_forecasts(data)
-    np.testing.assert_allclose(forecasts["last_value"][:, 5], data.speed[data.splits["test"][0][:, 11]])
-    assert forecasts["historical_average"].shape == (399, 12, 207)
-
-
-@pytest.mark.parametrize("recipe", ["testam_los_loop", "traffic_gru_los_loop"])
-def test_traffic_recipe_smoke_run(repo, tmp_path, recipe):
-    run = train(str(repo / "recipes" / "timeseries" / f"{recipe}.yaml"),
-                ["trainer.max_epochs=1", "trainer.limit_train_batches=2", "trainer.limit_val_batches=1",
-                 "data.args.batch_size=8", f"output_dir={tmp_path}"], progress=False)
-    card = hub.model_card(str(run))
-    assert card.model_args["num_nodes"] == 207 and math.isfinite(card.metrics["test/mae_15"]["mean"])
-
-
-@pytest.mark.slow
-def test_routing_plot_of_testam(tmp_path):
-    from timeseries.explain import plot_routing, routing_over_time
-
-    data = get_dataset_entry("los_loop").builder()
-    data.setup()
-    model = hub.create_model("testam", **data.model_args())
-    choice = routing_over_time(model, data, "val")
-    assert choice.shape == (199, 207) and set(np.unique(choice)) <= {0, 1, 2}
-    path = plot_routing(model, data, tmp_path / "routing.png", "val")
-    assert path.read_bytes()[:4] == b"\x89PNG"
-
-
-# ---- traffic: the user's folder (speeds.csv + adjacency.csv) ----------------------------------------
-
 def _traffic_folder(root, sensors=4, steps=3 * 288, with_time=True, minutes=5):
     """Speeds with a daily cycle, some blank readings, and a ring road; a step every ``minutes``."""
     root.mkdir(parents=True, exist_ok=True)
@@ -426,7 +232,6 @@ def test_traffic_outputs_are_named_by_lead_time(tmp_path, minutes, with_time, na
 
 def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     """TESTAM on the user's road graph; finetuned from the run on another folder; predict one line per sensor."""
-    from hub.cli import main
 
     root = _traffic_folder(tmp_path / "t")
     recipe = tmp_path / "testam.yaml"

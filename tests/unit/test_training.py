@@ -255,7 +255,7 @@ def ddp_run(tmp_path_factory):
     """``attnhub train`` of the quickstart with 2 DDP processes on CPU (warnings shown), on a test split of 343
     samples: an odd count, which Lightning's DistributedSampler would pad with a repeated sample."""
     out = tmp_path_factory.mktemp("ddp")
-    recipe = Path(__file__).resolve().parent.parent / "recipes" / "quickstart.yaml"
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.yaml"
     cmd = [sys.executable, "-m", "hub", "train", str(recipe), *SHORT, "trainer.strategy=ddp", "trainer.devices=2",
            "trainer.accelerator=cpu", "data.args.test_fraction=0.19", f"output_dir={out}", "--no-progress"]
     result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "default"},
