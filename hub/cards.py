@@ -28,7 +28,9 @@ class PretrainedCfg:
     (:data:`LOCAL_KEYS`), "seeds"}``: a card holds no path of the machine that made it (:func:`portable_recipe`,
     :func:`absolute_paths`).
     ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds. ``calibration`` holds
-    the temperature that ``predict`` divides the logits by, when ``attnhub calibrate`` fitted one.
+    the temperature that ``predict`` divides the logits by, when ``attnhub calibrate`` fitted one. ``ood`` names
+    the out-of-distribution scores of :mod:`hub.ood`, their threshold, the sidecar file of their statistics with
+    its sha256, and the test split's false-alarm rate.
     """
 
     name: str
@@ -48,6 +50,7 @@ class PretrainedCfg:
     paper: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
     calibration: dict[str, Any] = field(default_factory=dict)  # hub.calibration: temperature and its figures
+    ood: dict[str, Any] = field(default_factory=dict)  # hub.ood: the scores, threshold and statistics' sidecar
     card_dir: str = ""  # where the card was read from; not written
 
     @property

@@ -231,6 +231,19 @@ def validate_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
     })
 
 
+def card_data(card, data_overrides: list[str] | None = None):
+    """The set-up data module named by a model card (its dataset, arguments and split); ``data_overrides`` are
+    ``key=value`` strings under ``data.``."""
+    from hub.registry import get_dataset_entry
+
+    data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
+                           data_overrides or [])["data"]
+    entry = get_dataset_entry(data["name"])
+    datamodule = entry.builder(**check_builder_args(entry.builder, data["args"], "data.args"))
+    datamodule.setup("test")
+    return datamodule
+
+
 def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     path = Path(path)
     if not path.is_file():

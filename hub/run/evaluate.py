@@ -1,12 +1,10 @@
 """Testing a trained model: a single-device trainer that sees each test sample once, the data a model card names
-(:func:`card_data`) and :func:`evaluate` of a pretrained tag or run folder on it."""
+(:func:`hub.recipe.card_data`, re-exported) and :func:`evaluate` of a pretrained tag or run folder on it."""
 from __future__ import annotations
 
 import pytorch_lightning as pl
 
-from hub.cards import PretrainedCfg
-from hub.recipe import OptimizerSection, SchedulerSection, apply_overrides, check_builder_args
-from hub.registry import get_dataset_entry
+from hub.recipe import OptimizerSection, SchedulerSection, card_data
 from hub.run.module import HubModule
 from hub.tasks import create_task
 
@@ -15,16 +13,6 @@ def single_device_trainer(accelerator: str, precision: str, progress: bool) -> p
     """A trainer for testing on one device (each test sample seen once), which writes nothing."""
     return pl.Trainer(accelerator=accelerator, devices=1, strategy="auto", precision=precision, logger=False,
                       enable_progress_bar=progress, enable_model_summary=False, enable_checkpointing=False)
-
-
-def card_data(card: PretrainedCfg, data_overrides: list[str] | None = None):
-    """The set-up data module named by a model card (its dataset, arguments and split)."""
-    data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
-                           data_overrides or [])["data"]
-    entry = get_dataset_entry(data["name"])
-    datamodule = entry.builder(**check_builder_args(entry.builder, data["args"], "data.args"))
-    datamodule.setup("test")
-    return datamodule
 
 
 def evaluate(name: str, data_overrides: list[str] | None = None, progress: bool = True) -> dict[str, float]:
