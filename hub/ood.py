@@ -34,6 +34,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,10 @@ NO_SCORE_KINDS = {"graph": "node classification is transductive: the graph is th
 def pooled_features(model: torch.nn.Module, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
     """``(features (B, D), outputs)``: the penultimate features ``forward_head(forward_features(*args, **kwargs),
     pre_logits=True)``, averaged over any dimension between the batch and the last (TabM's k members), and the
-    model's outputs from the same pass. ``args``, ``kwargs``: the model's inputs, as its ``forward`` takes them."""
-    hidden = model.forward_features(*args, **kwargs)
+    model's outputs from the same pass. ``args``, ``kwargs``: the model's inputs, as its ``forward`` takes them (a
+    keyword ``forward_features`` does not take, such as the training rows' ``index`` of a table, is left out)."""
+    accepted = inspect.signature(model.forward_features).parameters
+    hidden = model.forward_features(*args, **{k: v for k, v in kwargs.items() if k in accepted})
     features = model.forward_head(hidden, pre_logits=True)
     if features.ndim > 2:
         features = features.flatten(1, -2).mean(1)
@@ -245,6 +248,16 @@ def split_outputs(model: torch.nn.Module, loader, scores: list[str], kind: str, 
                         np.concatenate(values) if values else table_values[0], table_values[1])
 
 
+def score_inputs(model: torch.nn.Module, card, detector: Detector, loader, frame=None,
+                 progress: bool = False) -> np.ndarray:
+    """(N,) ``ood_score`` of the inputs of ``loader``'s ``(inputs, targets)`` batches; ``frame``: a table's raw rows,
+    in the loader's order."""
+    spec = card.input_spec
+    out = split_outputs(model.eval(), loader, detector.scores, spec.get("kind", ""), frame, spec.get("preprocessor"),
+                        progress=progress, desc="OOD scores")
+    return detector.score(detector.components(out.features, out.logits, out.values, out.unseen))
+
+
 def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT_FALSE_ALARM_RATE,
                  progress: bool = False) -> tuple[Detector, dict[str, Any]]:
     """Fit the scores of ``model`` on the set-up ``datamodule`` named by ``card`` (statistics on its training split,
@@ -270,10 +283,8 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
     val_components = detector.components(val.features, val.logits, val.values, val.unseen)
     statistics["scales"] = torch.tensor([_quantile_scale(c, rate) for c in val_components.T], dtype=torch.float64)
     detector.threshold = _quantile_scale(detector.score(val_components), rate)
-    test = split_outputs(model, datamodule.test_dataloader(), scores, kind, frames.get("test"), preprocessor,
-                         progress=progress, desc="OOD fit: test")
-    test_flags = detector.flag(detector.score(detector.components(test.features, test.logits, test.values,
-                                                                  test.unseen)))
+    test_flags = detector.flag(score_inputs(model, card, detector, datamodule.test_dataloader(), frames.get("test"),
+                                            progress))
     section = {
         "score": "+".join(scores),
         "threshold": detector.threshold,
