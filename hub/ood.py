@@ -70,12 +70,14 @@ def pooled_features(model: torch.nn.Module, *args, **kwargs) -> tuple[torch.Tens
 
 def mahalanobis_statistics(features: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Class means ``means`` (C, D) (one mean when ``labels`` is None) and the precision matrix ``precision``
-    (D, D) of the class-centred ``features`` (N, D), with Ledoit-Wolf shrinkage."""
+    (D, D) of the class-centred ``features`` (N, D), with Ledoit-Wolf shrinkage. ``labels``: (N,) class indices,
+    or (N, C) soft targets (mixup), whose largest class counts."""
     from sklearn.covariance import LedoitWolf
 
     features = features.double()
     if labels is None:
         labels = torch.zeros(len(features), dtype=torch.long)
+    labels = labels.argmax(-1) if labels.ndim == 2 else labels.long()
     classes = labels.unique()
     means = torch.stack([features[labels == c].mean(0) for c in classes])  # (C, D)
     centred = features - means[torch.searchsorted(classes, labels)]

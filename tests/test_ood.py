@@ -123,7 +123,9 @@ def _write_wav(path, samples: np.ndarray, rate: int = 8000) -> None:
 
 def test_spoken_digit_model_flags_noise_and_tones(tmp_path):
     model, detector, data = _setup("timbre_attention.fsdd")
-    assert _flagged(model, detector, data.test_dataloader()) <= IN_DISTRIBUTION_MAX
+    # FSDD's test split is a speaker unseen in training (the card records the share of it flagged); the
+    # validation split holds the training speakers' held-out clips
+    assert _flagged(model, detector, data.val_dataloader()) <= IN_DISTRIBUTION_MAX
     rng, t = np.random.default_rng(0), np.arange(4000) / 8000
     files = []
     for i in range(20):
