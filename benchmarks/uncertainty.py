@@ -27,7 +27,8 @@ from hub.io import atomic_write_bytes
 from hub.models import model_card
 from hub.recipe import card_data
 
-TAGS = ["vit_digits.sklearn", "vit_micro_patch4_32.cifar10", "mlp.adult", "tabm.adult", "rul_attention.fd001",
+TAGS = ["vit_digits.sklearn", "vit_micro_patch4_32.cifar10", "mlp.adult", "tabm.adult", "tab_transformer.adult",
+        "tabr.adult", "rul_attention.fd001",
         "timbre_attention.fsdd"]
 TEST_ITEMS = 2000  # in-distribution test inputs scored per tag (the card's test_false_alarm_rate uses all)
 SHIFTED_ITEMS = 300

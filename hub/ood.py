@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from hub.errors import HubError, WeightsError
+from hub.errors import HubError
+
+log = logging.getLogger("hub")
 
 DEFAULT_FALSE_ALARM_RATE = 0.01
 MAX_FIT_ITEMS = 10_000  # training items the statistics are fitted on (a random subset of a larger split)
@@ -317,17 +320,17 @@ def save_detector(detector: Detector, section: dict[str, Any], card_dir: Path, c
 
 
 def load_detector(card) -> Detector | None:
-    """The detector of ``card`` (its sidecar's sha256 checked), or None when the card has no ``ood`` section."""
+    """The detector of ``card`` (its sidecar's sha256 checked), or None when the card has no ``ood`` section or its
+    sidecar is missing (with a warning)."""
     from hub.weights import load_state_dict
 
     if not card.ood or card.ood["score"] == "none":
         return None
-    if not card.card_dir:
-        raise WeightsError(f"the card of {card.name} was not read from a folder; cannot find {card.ood['file']}")
-    path = Path(card.card_dir) / card.ood["file"]
-    if not path.is_file():
-        raise WeightsError(f"the OOD statistics of {card.name} ({path}) are missing; fit them again "
-                           f"(hub.ood.fit_card) or delete the card's ood section")
+    path = Path(card.card_dir or ".") / card.ood["file"]
+    if not path.is_file():  # e.g. a card copied without its sidecar: predictions still come, without the columns
+        log.warning("the OOD statistics of %s (%s) are missing: no ood_score; fit them again with "
+                    "hub.ood.fit_card", card.name, path)
+        return None
     statistics = load_state_dict(path, card.ood["sha256"])
     return Detector(card.ood["score"].split("+"), statistics, float(card.ood["threshold"]))
 
