@@ -29,7 +29,9 @@ class PretrainedCfg:
     :func:`absolute_paths`).
     ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds. ``calibration`` holds
     the temperature that ``predict`` divides the logits by and the ``conformal`` interval half widths it writes
-    beside a regression's outputs (:mod:`hub.uncertainty`, :mod:`hub.calibration`), with their figures.
+    beside a regression's outputs (:mod:`hub.uncertainty`, :mod:`hub.calibration`), with their figures. ``ood`` names
+    the out-of-distribution scores of :mod:`hub.ood`, their threshold, the sidecar file of their statistics with
+    its sha256, and the test split's false-alarm rate.
     """
 
     name: str
@@ -49,6 +51,7 @@ class PretrainedCfg:
     paper: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
     calibration: dict[str, Any] = field(default_factory=dict)  # hub.calibration: temperature and its figures
+    ood: dict[str, Any] = field(default_factory=dict)  # hub.ood: the scores, threshold and statistics' sidecar
     card_dir: str = ""  # where the card was read from; not written
 
     @property

@@ -165,7 +165,7 @@ def cmd_predict(args) -> int:
                     print("  ".join(header))
                 wrote_header = True
             for row in rows:
-                print("  ".join(shown_row(row, regression)))
+                print("  ".join(shown_row(row, regression, ood=header[-1] == "ood")))
                 if writer:
                     writer.writerow(row)
             bar.update(len(rows))

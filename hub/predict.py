@@ -1,8 +1,10 @@
 """Predictions as CSV rows, batch by batch: for input files, a file's name then the top-k classes with their
 probabilities (or a regression or forecast model's named outputs); for a table, a row's number then the prediction
 and one probability per class (or the value in the target's units). Probabilities are calibrated and a named output
-has its conformal interval beside it when the card holds them (:mod:`hub.uncertainty`). ``attnhub predict`` prints
-and writes them."""
+has its conformal interval beside it when the card holds them (:mod:`hub.uncertainty`). When the card has OOD
+statistics (:mod:`hub.ood`), every row ends with ``ood_score`` and ``ood`` (True when the input looks unlike the
+training data), and "k of n inputs look unlike the training data" goes to stderr at the end. ``attnhub predict``
+prints and writes them."""
 from __future__ import annotations
 
 import csv
@@ -10,8 +12,11 @@ from typing import IO, Iterable, Iterator
 
 import torch
 
+from hub.data import read_csv_frame
 from hub.errors import HubError
 from hub.kinds import predict_logits
+from hub.ood import HEADER as OOD_HEADER
+from hub.ood import PredictionScorer
 from hub.uncertainty import interval_columns
 
 Batch = tuple[list[str], list[list]]  # the CSV header and a batch's rows
@@ -51,17 +56,25 @@ def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: 
     """Per batch of ``files``: the header (``file``, then :func:`prediction_cells`'s) and one row per file, its
     name then its cells. ``model``: a loaded hub model (its ``pretrained_cfg`` says how to read the files)."""
     card = model.pretrained_cfg
-    with torch.inference_mode():
-        for names, logits in predict_logits(card, model, files, batch_size):
-            header, cells = prediction_cells(logits, card, top_k, interval_level)
-            yield ["file", *header], [[name, *row] for name, row in zip(names, cells)]
+    scorer = PredictionScorer.for_model(model)
+    try:
+        with torch.inference_mode():
+            for names, logits in predict_logits(card, model, files, batch_size):
+                header, cells = prediction_cells(logits, card, top_k, interval_level)
+                if scorer is not None:
+                    header, cells = [*header, *OOD_HEADER], [[*c, *o] for c, o in zip(cells, scorer.cells(logits))]
+                yield ["file", *header], [[name, *row] for name, row in zip(names, cells)]
+    finally:
+        if scorer is not None:
+            scorer.close()
 
 
-def shown_row(row: list[str], regression: bool) -> list[str]:
+def shown_row(row: list[str], regression: bool, ood: bool = False) -> list[str]:
     """A row of :func:`file_predictions` as printed: the file's name, then its values to 3 decimals (a classifier's
-    class names as they are)."""
+    class names as they are); with ``ood``, the last two cells (``ood_score``, ``ood``) as they are."""
     name, *cells = row
-    return [name, *(f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells))]
+    cells, tail = (cells[:-len(OOD_HEADER)], cells[-len(OOD_HEADER):]) if ood else (cells, [])
+    return [name, *(f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells)), *tail]
 
 
 def table_predictions(model, path: str, batch_size: int = 256, interval_level: float | None = None) -> Iterator[Batch]:
@@ -74,17 +87,26 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     regression = spec.get("task") == "regression"
     classes = list(spec.get("classes") or card.label_names)
     header = ["row", "prediction", *(f"proba_{c}" for c in classes)]
-    with torch.inference_mode():
-        for rows, outputs in predict_logits(card, model, [path], batch_size):
-            if regression:
-                names, values = interval_columns(card, output_header(card, 1), outputs.float().reshape(-1, 1),
-                                                 interval_level)
-                header = ["row", *names]
-                cells = [[f"{v:.6g}" for v in row] for row in values.tolist()]
-            else:
-                probs = (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
-                cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
-            yield header, [[row, *c] for row, c in zip(rows, cells)]
+    scorer = PredictionScorer.for_model(model)
+    frame = read_csv_frame(path, "a CSV table", skipinitialspace=True, na_values=["?"]) if scorer else None
+    try:
+        with torch.inference_mode():
+            for rows, outputs in predict_logits(card, model, [path], batch_size):
+                if regression:
+                    names, values = interval_columns(card, output_header(card, 1), outputs.float().reshape(-1, 1),
+                                                     interval_level)
+                    header = ["row", *names]
+                    cells = [[f"{v:.6g}" for v in row] for row in values.tolist()]
+                else:
+                    probs = (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
+                    cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
+                if scorer is not None:
+                    batch_frame = frame.iloc[int(rows[0]) - 1:int(rows[-1])]
+                    cells = [[*c, *o] for c, o in zip(cells, scorer.cells(outputs, batch_frame))]
+                yield header + (OOD_HEADER if scorer else []), [[row, *c] for row, c in zip(rows, cells)]
+    finally:
+        if scorer is not None:
+            scorer.close()
 
 
 def write_csv(batches: Iterable[Batch], stream: IO[str]) -> int:

@@ -234,18 +234,9 @@ def validate_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
     })
 
 
-def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
-    path = Path(path)
-    if not path.is_file():
-        raise RecipeError(f"recipe file {path} does not exist")
-    data = apply_overrides(parse_yaml(path.read_text(), str(path)), overrides or [])
-    data.setdefault("name", path.stem)
-    return validate_recipe(data, str(path))
-
-
 def card_data(card, data_overrides: list[str] | None = None):
-    """The set-up data module named by a model card (a :class:`hub.cards.PretrainedCfg`): its dataset, arguments and
-    split, with ``data_overrides`` (``data.args.batch_size=256``) applied."""
+    """The set-up data module named by a model card (its dataset, arguments and split); ``data_overrides`` are
+    ``key=value`` strings under ``data.``."""
     from hub.registry import get_dataset_entry
 
     data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
@@ -254,3 +245,12 @@ def card_data(card, data_overrides: list[str] | None = None):
     datamodule = entry.builder(**check_builder_args(entry.builder, data["args"], "data.args"))
     datamodule.setup("test")
     return datamodule
+
+
+def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"recipe file {path} does not exist")
+    data = apply_overrides(parse_yaml(path.read_text(), str(path)), overrides or [])
+    data.setdefault("name", path.stem)
+    return validate_recipe(data, str(path))

@@ -1,5 +1,5 @@
 """Testing a trained model: a single-device trainer that sees each test sample once, the data a model card names
-(:func:`hub.recipe.card_data`) and :func:`evaluate` of a pretrained tag or run folder on it."""
+(:func:`hub.recipe.card_data`, re-exported) and :func:`evaluate` of a pretrained tag or run folder on it."""
 from __future__ import annotations
 
 import pytorch_lightning as pl

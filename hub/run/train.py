@@ -24,7 +24,9 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_only
 
+from hub.cards import read_card
 from hub.errors import RecipeError, TrainingError
+from hub.ood import fit_and_store
 from hub.recipe import Recipe, load_recipe
 from hub.registry import get_dataset_entry, get_model_entry
 from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, RunRecorder
@@ -254,4 +256,6 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
                 overrides)
     if recipe.trainer.calibrate:  # a temperature or conformal intervals, fitted on the validation split
         fit_run(run_dir, module.plain_model, datamodule, task, tester.strategy.root_device, progress)
+    # out-of-distribution statistics from the training and validation splits (hub.ood), into the card
+    fit_and_store(module.plain_model, read_card(run_dir / "card.json"), datamodule, run_dir / "card.json")
     return run_dir

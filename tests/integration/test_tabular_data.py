@@ -45,7 +45,8 @@ def test_shipped_weights_reproduce_their_card_and_predict_raw_rows(name, tmp_pat
                       nrows=5).drop(columns="income")  # raw rows, '?' and all: the card's preprocessor applies
     raw.to_csv(tmp_path / "rows.csv", index=False)
     assert main(["predict", name, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "p.csv")]) == 0
-    assert next(csv.reader(open(tmp_path / "p.csv"))) == ["row", "prediction", "proba_<=50K", "proba_>50K"]
+    header = next(csv.reader(open(tmp_path / "p.csv")))
+    assert header == ["row", "prediction", "proba_<=50K", "proba_>50K", *(["ood_score", "ood"] if card.ood else [])]
 
 
 def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):

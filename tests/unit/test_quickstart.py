@@ -75,7 +75,9 @@ def test_predict_from_png_files(tmp_path, capsys):
     correct = sum(line.split()[1] == str(label) for line, (_, label) in zip(lines, files))
     assert correct >= 0.9 * len(files)
     rows = list(csv.reader(out_csv.open()))
-    assert rows[0] == ["file", "class_1", "prob_1", "class_2", "prob_2"] and len(rows) == len(files) + 1
+    assert rows[0] == ["file", "class_1", "prob_1", "class_2", "prob_2", "ood_score", "ood"]
+    assert len(rows) == len(files) + 1
+    assert sum(row[-1] == "True" for row in rows[1:]) <= 0.1 * len(files)  # held-out digits: in distribution
 
 
 def test_predict_bad_file_names_it(tmp_path, capsys):

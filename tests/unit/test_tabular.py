@@ -191,7 +191,7 @@ def test_cli_finetune_bare_family_on_unseen_csv_then_predict(tmp_path, capsys):
     run = out.split("run folder: ")[1].split()[0]
     assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
     rows = list(csv.DictReader(open(tmp_path / "preds.csv")))
-    assert len(rows) == 7 and list(rows[0]) == ["row", "prediction", "proba_high", "proba_low"]
+    assert len(rows) == 7 and list(rows[0]) == ["row", "prediction", "proba_high", "proba_low", "ood_score", "ood"]
     assert all(abs(float(r["proba_high"]) + float(r["proba_low"]) - 1) < 1e-5 for r in rows)
     assert main(["finetune", "mlp", "--data", str(tmp_path / "my.csv"), "--target", "nope"]) == 2
     assert "target column 'nope' is not in the table" in capsys.readouterr().err
@@ -209,7 +209,7 @@ def test_regression_run_names_its_output_after_the_target(tmp_path, capsys):
     assert hub.model_card(run).output_names == ["score"]
     assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
     rows = list(csv.reader(open(tmp_path / "preds.csv")))
-    assert rows[0] == ["row", "score"] and len(rows) == 5
+    assert rows[0] == ["row", "score", "ood_score", "ood"] and len(rows) == 5
 
 
 def test_tab_transformer_replaced_token_detection_pretraining_learns():

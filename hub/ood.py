@@ -1,0 +1,415 @@
+"""Predictions that know when they don't know: an out-of-distribution score and flag per input.
+
+Scores, by what a model and its inputs offer (the card's ``ood["score"]`` names the ones used):
+
+- ``mahalanobis``: the squared Mahalanobis distance of the input's penultimate features (``forward_head(
+  forward_features(x), pre_logits=True)``, pooled to (B, D)) to the nearest class mean, with one covariance
+  shared by the classes (Lee et al., "A Simple Unified Framework for Detecting Out-of-Distribution Samples and
+  Adversarial Attacks", NeurIPS 2018), shrunk by scikit-learn's Ledoit-Wolf estimator; a regressor has one mean.
+- ``energy``: ``-logsumexp(logits)`` (Liu et al., "Energy-based Out-of-distribution Detection", NeurIPS 2020), for
+  classifiers without ``forward_head``.
+- ``range``: how far an input's values lie from the training data, as a robust z-score ``|x - median| / spread``
+  per numeric column of a table (its raw cells) or per channel of a sensor or traffic window (the last dimension
+  of the model's input), the largest over the input. A table row with a category not seen in training, or an
+  empty cell in a column never empty in training, scores ``inf``.
+
+Each score is divided by its own 99th percentile (the ``1 - false_alarm_rate`` quantile) on the validation split,
+the input's ``ood_score`` is the largest of these, and an input is flagged (``ood``) when its score exceeds the
+same quantile of the validation inputs' ``ood_score``: about ``false_alarm_rate`` of in-distribution inputs are
+flagged. Statistics (class means, precision matrix, medians and spreads) come from the training split (at most
+:data:`MAX_FIT_ITEMS` items), the threshold from the validation split; the test split's flagged share is recorded
+as ``test_false_alarm_rate``. They are written to a safetensors sidecar (``ood.safetensors`` in a run folder,
+``<tag>.ood.safetensors`` beside a shipped tag's weights) whose sha256 the card's ``ood`` section records and
+every load checks.
+
+Graph models (transductive node classification) and models of other inputs (survival tables, scenes) get no score:
+:func:`fit` raises naming why, and a card without an ``ood`` section gives predictions without the columns.
+
+>>> import torch
+>>> stats = mahalanobis_statistics(torch.randn(500, 4), torch.randint(0, 2, (500,)))
+>>> near, far = mahalanobis(torch.zeros(1, 4), **stats), mahalanobis(torch.full((1, 4), 9.0), **stats)
+>>> bool(far > 10 * near)
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from hub.errors import HubError
+
+log = logging.getLogger("hub")
+
+DEFAULT_FALSE_ALARM_RATE = 0.01
+MAX_FIT_ITEMS = 10_000  # training items the statistics are fitted on (a random subset of a larger split)
+TABLE_KIND = "table"
+CHANNEL_KINDS = ("sensor_series", "traffic_series")  # inputs whose last dimension is a channel (sensor)
+NO_SCORE_KINDS = {"graph": "node classification is transductive: the graph is the training data",
+                  "survival_table": "survival models are not covered yet",
+                  "scene": "object discovery has no prediction to flag"}
+
+
+# ---- the scores --------------------------------------------------------------------------------------------------
+
+def pooled_features(model: torch.nn.Module, *args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(features (B, D), outputs)``: the penultimate features ``forward_head(forward_features(*args, **kwargs),
+    pre_logits=True)``, averaged over any dimension between the batch and the last (TabM's k members), and the
+    model's outputs from the same pass. ``args``, ``kwargs``: the model's inputs, as its ``forward`` takes them (a
+    keyword ``forward_features`` does not take, such as the training rows' ``index`` of a table, is left out)."""
+    accepted = inspect.signature(model.forward_features).parameters
+    hidden = model.forward_features(*args, **{k: v for k, v in kwargs.items() if k in accepted})
+    features = model.forward_head(hidden, pre_logits=True)
+    if features.ndim > 2:
+        features = features.flatten(1, -2).mean(1)
+    return features.float(), model.forward_head(hidden)
+
+
+def mahalanobis_statistics(features: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Class means ``means`` (C, D) (one mean when ``labels`` is None) and the precision matrix ``precision``
+    (D, D) of the class-centred ``features`` (N, D), with Ledoit-Wolf shrinkage. ``labels``: (N,) class indices,
+    or (N, C) soft targets (mixup), whose largest class counts."""
+    from sklearn.covariance import LedoitWolf
+
+    features = features.double()
+    if labels is None:
+        labels = torch.zeros(len(features), dtype=torch.long)
+    labels = labels.argmax(-1) if labels.ndim == 2 else labels.long()
+    classes = labels.unique()
+    means = torch.stack([features[labels == c].mean(0) for c in classes])  # (C, D)
+    centred = features - means[torch.searchsorted(classes, labels)]
+    precision = LedoitWolf(assume_centered=True).fit(centred.numpy()).precision_
+    return {"means": means.float(), "precision": torch.from_numpy(precision).float()}
+
+
+def mahalanobis(features: torch.Tensor, means: torch.Tensor, precision: torch.Tensor) -> torch.Tensor:
+    """(N,) squared Mahalanobis distance of ``features`` (N, D) to the nearest of ``means`` (C, D)."""
+    delta = features.double()[:, None, :] - means.double()[None]  # (N, C, D)
+    return torch.einsum("ncd,de,nce->nc", delta, precision.double(), delta).min(1).values.float()
+
+
+def energy(logits: torch.Tensor) -> torch.Tensor:
+    """(N,) ``-logsumexp(logits)`` of ``logits`` (N, C): higher is less like the training data."""
+    return -torch.logsumexp(logits.float(), dim=-1)
+
+
+def range_statistics(values: np.ndarray) -> dict[str, torch.Tensor]:
+    """Per column of ``values`` (N, F) (NaN ignored): ``median`` (F,) and a robust ``spread`` (F,): the
+    interquartile range / 1.349 (a standard deviation for normal data), else the central 98% range / 4.65, else
+    the full range / 6, else 1 (a constant column)."""
+    quantiles = np.nanquantile(values.astype(np.float64), [0.0, 0.01, 0.25, 0.5, 0.75, 0.99, 1.0], axis=0)
+    spread = quantiles[4] - quantiles[2]
+    spread = np.where(spread > 0, spread / 1.349, (quantiles[5] - quantiles[1]) / 4.65)
+    spread = np.where(spread > 0, spread, (quantiles[6] - quantiles[0]) / 6)
+    spread = np.where(spread > 0, spread, 1.0)
+    return {"median": torch.from_numpy(quantiles[3]).float(), "spread": torch.from_numpy(spread).float()}
+
+
+def range_score(values: np.ndarray, median: torch.Tensor, spread: torch.Tensor) -> np.ndarray:
+    """(N,) the largest robust z-score ``|x - median| / spread`` of each row of ``values`` (N, ..., F) (NaN cells
+    count 0)."""
+    z = np.abs(values.astype(np.float64) - median.double().numpy()) / spread.double().numpy()
+    return np.nan_to_num(z, nan=0.0).reshape(len(values), -1).max(1)
+
+
+# ---- table cells -------------------------------------------------------------------------------------------------
+
+def table_cells(frame, preprocessor: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``(numbers (N, F), unseen (N,))`` of a raw table: its numeric columns as float (NaN when empty or not a
+    number) and, per row, whether it has a category not seen in training or an empty cell in a numeric column that
+    was never empty in training. ``preprocessor``: the card's ``input_spec["preprocessor"]``."""
+    import pandas as pd
+
+    numbers = np.stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)
+                        for c in preprocessor["numeric"]], 1) if preprocessor["numeric"] else np.zeros((len(frame), 0))
+    unseen = np.zeros(len(frame), bool)
+    for j, column in enumerate(preprocessor["numeric"]):
+        if column not in preprocessor["indicators"]:
+            unseen |= np.isnan(numbers[:, j])
+    for column, known in zip(preprocessor["categorical"], preprocessor["categories"]):
+        cells = frame[column]
+        unseen |= cells.notna().to_numpy() & ~cells.astype(str).str.strip().isin(set(known)).to_numpy()
+    return numbers, unseen
+
+
+# ---- the detector ------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Detector:
+    """The fitted scores of one model: ``scores`` names them (``mahalanobis``, ``energy``, ``range``) in the order
+    of ``scales`` (S,) (each score's validation quantile), ``statistics`` holds their tensors, ``threshold`` the
+    validation quantile of the combined score."""
+
+    scores: list[str]
+    statistics: dict[str, torch.Tensor]
+    threshold: float
+
+    def components(self, features: torch.Tensor | None, logits: torch.Tensor | None,
+                   values: np.ndarray | None, unseen: np.ndarray | None = None) -> np.ndarray:
+        """(N, S) the raw scores: ``features`` (N, D) for Mahalanobis, ``logits`` (N, C) for the energy,
+        ``values`` (N, ..., F) and ``unseen`` (N,) for the range check."""
+        columns = []
+        for name in self.scores:
+            if name == "mahalanobis":
+                columns.append(mahalanobis(features, self.statistics["means"], self.statistics["precision"]).numpy())
+            elif name == "energy":
+                columns.append(energy(logits).numpy())
+            else:
+                score = range_score(values, self.statistics["median"], self.statistics["spread"])
+                columns.append(np.where(unseen, np.inf, score) if unseen is not None else score)
+        return np.stack(columns, 1).astype(np.float64)
+
+    def score(self, components: np.ndarray) -> np.ndarray:
+        """(N,) ``ood_score``: the largest of the raw ``components`` (N, S), each over its validation quantile."""
+        return (components / self.statistics["scales"].double().numpy()).max(1)
+
+    def flag(self, score: np.ndarray) -> np.ndarray:
+        return score > self.threshold
+
+
+def _quantile_scale(values: np.ndarray, rate: float) -> float:
+    finite = values[np.isfinite(values)]
+    scale = float(np.quantile(finite, 1 - rate)) if len(finite) else 1.0
+    return scale if scale > 0 else 1.0
+
+
+class NoOODScore(HubError):
+    """A model that gets no OOD score (see the module docstring)."""
+
+
+def scores_for(card, model: torch.nn.Module) -> list[str]:
+    """The scores a model gets (see the module docstring); raises naming why when it gets none."""
+    kind = card.input_spec.get("kind", "")
+    if kind in NO_SCORE_KINDS:
+        raise NoOODScore(f"no OOD score for {card.name} (inputs of kind {kind!r}): {NO_SCORE_KINDS[kind]}")
+    scores = []
+    if hasattr(model, "forward_head") and hasattr(model, "forward_features"):
+        scores.append("mahalanobis")
+    elif card.label_names:
+        scores.append("energy")
+    if kind == TABLE_KIND or kind in CHANNEL_KINDS:
+        scores.append("range")
+    if not scores:
+        raise NoOODScore(f"no OOD score for {card.name}: it has no forward_features / forward_head, is not a "
+                       f"classifier and its inputs (kind {kind!r}) have no range check")
+    return scores
+
+
+@dataclasses.dataclass
+class SplitOutputs:
+    """What the scores need of one split: features (N, D), logits (N, C), labels (N,), channel values (N, ..., F)
+    (a window's model input) or a table's numbers (N, F) and unseen rows (N,)."""
+
+    features: torch.Tensor | None
+    logits: torch.Tensor
+    labels: torch.Tensor
+    values: np.ndarray | None
+    unseen: np.ndarray | None
+
+
+def model_input_values(x) -> np.ndarray:
+    """A window's model input as numbers, (B, ..., channels)."""
+    return (x["x"] if isinstance(x, dict) else x).detach().float().cpu().numpy()
+
+
+@torch.no_grad()
+def split_outputs(model: torch.nn.Module, loader, scores: list[str], kind: str, frame=None, preprocessor=None,
+                  limit: int | None = None, progress: bool = False, desc: str = "") -> SplitOutputs:
+    """Run ``model`` over ``loader`` (``(x, y)`` batches; at most ``limit`` items) and keep what ``scores`` need.
+    A table's range check reads the split's raw ``frame`` (its rows in the loader's order: val and test)."""
+    from pytorch_lightning.utilities import move_data_to_device
+    from tqdm import tqdm
+
+    from hub.tasks import call_model
+
+    device = next(model.parameters()).device
+    features, logits, labels, values, count = [], [], [], [], 0
+    for batch in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr, leave=False):
+        if not (isinstance(batch, (list, tuple)) and len(batch) == 2):
+            raise NoOODScore(f"no OOD score: the statistics take data that gives (inputs, targets) batches; this "
+                             f"data gives {type(batch).__name__} batches")
+        x, y = batch
+        x, y = move_data_to_device(x, device), y.cpu()
+        if "mahalanobis" in scores:
+            feats, out = pooled_features(model, **x) if isinstance(x, dict) else pooled_features(model, x)
+            features.append(feats.cpu())
+        else:
+            out = call_model(model, x)
+        logits.append(out.float().cpu())
+        labels.append(y)
+        if "range" in scores and kind in CHANNEL_KINDS:
+            values.append(model_input_values(x))
+        count += len(y)
+        if limit is not None and count >= limit:
+            break
+    table_values = table_cells(frame, preprocessor) if frame is not None and "range" in scores else (None, None)
+    return SplitOutputs(torch.cat(features) if features else None, torch.cat(logits), torch.cat(labels),
+                        np.concatenate(values) if values else table_values[0], table_values[1])
+
+
+def score_inputs(model: torch.nn.Module, card, detector: Detector, loader, frame=None,
+                 progress: bool = False) -> np.ndarray:
+    """(N,) ``ood_score`` of the inputs of ``loader``'s ``(inputs, targets)`` batches; ``frame``: a table's raw rows,
+    in the loader's order."""
+    spec = card.input_spec
+    out = split_outputs(model.eval(), loader, detector.scores, spec.get("kind", ""), frame, spec.get("preprocessor"),
+                        progress=progress, desc="OOD scores")
+    return detector.score(detector.components(out.features, out.logits, out.values, out.unseen))
+
+
+def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT_FALSE_ALARM_RATE,
+                 progress: bool = False) -> tuple[Detector, dict[str, Any]]:
+    """Fit the scores of ``model`` on the set-up ``datamodule`` named by ``card`` (statistics on its training split,
+    threshold on its validation split) and measure the flagged share of its test split. Returns the detector and
+    the card's ``ood`` section (less the sidecar's file and sha256)."""
+    scores = scores_for(card, model)
+    kind = card.input_spec.get("kind", "")
+    model = model.eval()
+    frames = getattr(datamodule, "frames", {})  # a table's raw splits (tabular data modules keep them)
+    preprocessor = card.input_spec.get("preprocessor")
+    torch.manual_seed(0)  # the training loader's shuffle (and augmentation) pick the fitted subset
+    train = split_outputs(model, datamodule.train_dataloader(), scores, kind, limit=MAX_FIT_ITEMS, progress=progress,
+                          desc="OOD fit: train")
+    statistics: dict[str, torch.Tensor] = {}
+    if "mahalanobis" in scores:
+        statistics.update(mahalanobis_statistics(train.features, train.labels if card.label_names else None))
+    if "range" in scores:
+        values = table_cells(frames["train"], preprocessor)[0] if kind == TABLE_KIND else train.values
+        statistics.update(range_statistics(values.reshape(-1, values.shape[-1])))
+    detector = Detector(scores, statistics, threshold=0.0)
+    val = split_outputs(model, datamodule.val_dataloader(), scores, kind, frames.get("val"), preprocessor,
+                        progress=progress, desc="OOD fit: validation")
+    val_components = detector.components(val.features, val.logits, val.values, val.unseen)
+    statistics["scales"] = torch.tensor([_quantile_scale(c, rate) for c in val_components.T], dtype=torch.float64)
+    detector.threshold = _quantile_scale(detector.score(val_components), rate)
+    test_flags = detector.flag(score_inputs(model, card, detector, datamodule.test_dataloader(), frames.get("test"),
+                                            progress))
+    section = {
+        "score": "+".join(scores),
+        "threshold": detector.threshold,
+        "false_alarm_rate": rate,
+        "fitted_on": f"statistics: training split ({len(train.labels)} items); threshold: the "
+                     f"{1 - rate:.0%} quantile of the validation split ({len(val.labels)} items)",
+        "test_false_alarm_rate": float(test_flags.mean()),
+        "test_items": len(test_flags),
+    }
+    return detector, section
+
+
+# ---- storage -----------------------------------------------------------------------------------------------------
+
+def sidecar_name(card) -> str:
+    """``ood.safetensors`` in a run folder (weights ``model.safetensors``), else ``<tag>.ood.safetensors``."""
+    return "ood.safetensors" if card.file == "model.safetensors" else f"{card.name}.ood.safetensors"
+
+
+def save_detector(detector: Detector, section: dict[str, Any], card_dir: Path, card) -> dict[str, Any]:
+    """Write the detector's statistics beside the card's weights; returns ``section`` with the file and sha256."""
+    from hub.weights import save_state_dict
+
+    name = sidecar_name(card)
+    sha256 = save_state_dict({k: v.contiguous() for k, v in detector.statistics.items()}, Path(card_dir) / name,
+                             metadata={"scores": ",".join(detector.scores)})
+    return {**section, "file": name, "sha256": sha256}
+
+
+def load_detector(card) -> Detector | None:
+    """The detector of ``card`` (its sidecar's sha256 checked), or None when the card has no ``ood`` section or its
+    sidecar is missing (with a warning)."""
+    from hub.weights import load_state_dict
+
+    if not card.ood or card.ood["score"] == "none":
+        return None
+    path = Path(card.card_dir or ".") / card.ood["file"]
+    if not path.is_file():  # e.g. a card copied without its sidecar: predictions still come, without the columns
+        log.warning("the OOD statistics of %s (%s) are missing: no ood_score; fit them again with "
+                    "hub.ood.fit_card", card.name, path)
+        return None
+    statistics = load_state_dict(path, card.ood["sha256"])
+    return Detector(card.ood["score"].split("+"), statistics, float(card.ood["threshold"]))
+
+
+def fit_and_store(model: torch.nn.Module, card, datamodule, card_path: Path, rate: float = DEFAULT_FALSE_ALARM_RATE,
+                  progress: bool = False) -> dict[str, Any]:
+    """:func:`fit_detector`, then the sidecar beside the weights and the card's ``ood`` section written to
+    ``card_path`` (weights untouched); a model that gets no score gets ``{"score": "none", "note": why}``."""
+    from hub.cards import write_card
+
+    try:
+        detector, section = fit_detector(model, card, datamodule, rate, progress)
+        section = save_detector(detector, section, card_path.parent, card)
+    except NoOODScore as err:
+        section = {"score": "none", "note": str(err)}
+    write_card(dataclasses.replace(card, ood=section, card_dir=""), card_path)
+    return section
+
+
+def fit_card(name: str, rate: float = DEFAULT_FALSE_ALARM_RATE, data_overrides: list[str] | None = None,
+             progress: bool = True) -> dict[str, Any]:
+    """Fit the OOD scores of a pretrained tag or run folder ``name`` from the data its card names (as
+    ``attnhub calibrate`` does) and store them (:func:`fit_and_store`); returns the card's ``ood`` section."""
+    from hub.models import load_from_card, model_card
+    from hub.recipe import card_data
+    from hub.registry import is_run_path
+
+    card = model_card(name)
+    datamodule = card_data(card, data_overrides)
+    datamodule.setup("fit")
+    card_file = "card.json" if is_run_path(name) else f"{card.name}.json"
+    return fit_and_store(load_from_card(card), card, datamodule, Path(card.card_dir) / card_file, rate, progress)
+
+
+# ---- scoring predictions -----------------------------------------------------------------------------------------
+
+HEADER = ["ood_score", "ood"]
+
+
+class PredictionScorer:
+    """Scores the inputs of ``model`` batch by batch as a predict adapter runs it: a forward pre-hook keeps the
+    model's input of its latest call, from which :meth:`cells` computes the features (a second pass through
+    ``forward_features``) and the range check. Counts what it flagged for :meth:`summary`."""
+
+    def __init__(self, model: torch.nn.Module, detector: Detector):
+        self.model, self.detector = model, detector
+        self.kind = model.pretrained_cfg.input_spec.get("kind", "")
+        self.inputs: tuple[tuple, dict] | None = None
+        self.flagged = self.total = 0
+        self.handle = model.register_forward_pre_hook(self._keep_input, with_kwargs=True)
+
+    @classmethod
+    def for_model(cls, model: torch.nn.Module) -> "PredictionScorer | None":
+        detector = load_detector(model.pretrained_cfg)
+        return cls(model, detector) if detector is not None else None
+
+    def _keep_input(self, module, args, kwargs):
+        self.inputs = (args, kwargs)
+
+    def cells(self, logits: torch.Tensor, frame=None) -> list[list[str]]:
+        """``[ood_score, ood]`` per input of the model's latest call; ``frame``: a table's raw rows of that call."""
+        args, kwargs = self.inputs
+        features = pooled_features(self.model, *args, **kwargs)[0] if "mahalanobis" in self.detector.scores else None
+        values, unseen = None, None
+        if "range" in self.detector.scores:
+            if self.kind == TABLE_KIND:
+                values, unseen = table_cells(frame, self.model.pretrained_cfg.input_spec["preprocessor"])
+            else:
+                values = model_input_values(args[0] if args else next(iter(kwargs.values())))
+        score = self.detector.score(self.detector.components(features, logits, values, unseen))
+        flags = self.detector.flag(score)
+        self.flagged += int(flags.sum())
+        self.total += len(flags)
+        return [[f"{s:.4f}", str(bool(f))] for s, f in zip(score.tolist(), flags.tolist())]
+
+    def summary(self) -> str:
+        return f"{self.flagged} of {self.total} inputs look unlike the training data"
+
+    def close(self) -> None:
+        """Remove the hook and write :meth:`summary` to stderr."""
+        self.handle.remove()
+        print(self.summary(), file=sys.stderr)

@@ -1,0 +1,171 @@
+"""Out-of-distribution scores (hub.ood) on shipped tags: in-distribution test inputs are flagged at about the
+configured false-alarm rate (1%: 0-5% required), shifted inputs far more often (each test names its rate)."""
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import sys
+import wave
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import hub
+from hub import ood
+from hub.models import model_card
+from hub.recipe import card_data
+
+IN_DISTRIBUTION_MAX = 0.05  # flagged share of in-distribution test inputs at a 1% false-alarm rate
+
+
+def _setup(tag: str):
+    model = hub.load(tag)
+    data = card_data(model_card(tag))
+    data.setup("fit")
+    return model, ood.load_detector(model.pretrained_cfg), data
+
+
+def _flagged(model, detector, loader, frame=None) -> float:
+    return float(detector.flag(ood.score_inputs(model, model.pretrained_cfg, detector, loader, frame)).mean())
+
+
+def _tensors(loader, limit: int) -> tuple[torch.Tensor, torch.Tensor]:
+    xs, ys = zip(*[(x, y) for x, y in loader])
+    return torch.cat(xs)[:limit], torch.cat(ys)[:limit]
+
+
+def test_scores_on_synthetic_features():
+    features, labels = torch.randn(2000, 8), torch.randint(0, 3, (2000,))
+    stats = ood.mahalanobis_statistics(features + 3 * labels[:, None].float(), labels)
+    inside = ood.mahalanobis(torch.randn(200, 8), **stats)
+    outside = ood.mahalanobis(torch.randn(200, 8) + 20, **stats)
+    assert inside.max() < outside.min()
+    ranges = ood.range_statistics(np.random.default_rng(0).normal(5.0, 2.0, (1000, 3)))
+    assert torch.allclose(ranges["spread"], torch.full((3,), 2.0), rtol=0.15)
+    z = ood.range_score(np.array([[5.0, 5.0, 5.0], [5.0, 45.0, np.nan]]), **ranges)
+    assert z[0] < 0.5 and z[1] > 15
+    assert ood.energy(torch.tensor([[10.0, 0.0], [0.0, 0.0]])).argmax() == 1  # the unsure one is less familiar
+
+
+def test_digits_noise_and_inverted_images_are_flagged():
+    model, detector, data = _setup("vit_digits.sklearn")
+    assert detector.scores == ["mahalanobis"]
+    assert _flagged(model, detector, data.test_dataloader()) <= IN_DISTRIBUTION_MAX
+    x, y = _tensors(data.test_dataloader(), 200)
+    noise = torch.rand_like(x) * 2 - 1  # uniform over the normalised range [-1, 1]
+    inverted = -x  # (0.5 - v) / 0.5 for a pixel v: the digit's negative
+    assert _flagged(model, detector, DataLoader(TensorDataset(noise, y), batch_size=100)) >= 0.9
+    assert _flagged(model, detector, DataLoader(TensorDataset(inverted, y), batch_size=100)) >= 0.8
+
+
+@pytest.mark.xfail(strict=True, reason="a known miss: Mahalanobis on vit_micro's pooled features flags 0% of "
+                   "BreastMNIST (AUROC 0.55 against CIFAR-10 test images; the energy score's is 0.79, 1% flagged at "
+                   "its threshold)")
+def test_cifar10_model_flags_breastmnist_images():
+    model, detector, data = _setup("vit_micro_patch4_32.cifar10")
+    x, y = _tensors(data.test_dataloader(), 1000)
+    assert _flagged(model, detector, DataLoader(TensorDataset(x, y), batch_size=250)) <= IN_DISTRIBUTION_MAX
+    breast = card_data(model_card("vit_micro_patch4_32.breastmnist"))  # 32x32x3 with CIFAR-10's normalisation
+    bx, by = _tensors(breast.test_dataloader(), 300)
+    assert _flagged(model, detector, DataLoader(TensorDataset(bx, by), batch_size=150)) >= 0.8
+
+
+def _adult_rows(count: int):
+    data = card_data(model_card("mlp.adult"))
+    return data.frames["test"].head(count).drop(columns=["income"])
+
+
+def _table_predictions(tag: str, frame, tmp_path):
+    from hub.predict import table_predictions
+
+    path = tmp_path / "rows.csv"
+    frame.to_csv(path, index=False)
+    batches = list(table_predictions(hub.load(tag), str(path), batch_size=128))
+    header = batches[0][0]
+    rows = [row for _, batch in batches for row in batch]
+    return header, np.array([row[header.index("ood")] == "True" for row in rows])
+
+
+@pytest.mark.parametrize("tag", ["mlp.adult", "tabm.adult"])
+def test_table_rows_out_of_range_or_with_unseen_categories_are_flagged(tag, tmp_path, capfd):
+    model, detector, data = _setup(tag)
+    assert detector.scores == ["mahalanobis", "range"]
+    assert _flagged(model, detector, data.test_dataloader(), data.frames["test"]) <= IN_DISTRIBUTION_MAX
+    rows = _adult_rows(300)
+    header, flags = _table_predictions(tag, rows, tmp_path)
+    assert header[-2:] == ["ood_score", "ood"] and flags.mean() <= IN_DISTRIBUTION_MAX
+    far = rows.assign(age=rows["age"] * 10, hours_per_week=rows["hours_per_week"] * 20)  # ages 170-900
+    assert _table_predictions(tag, far, tmp_path)[1].mean() >= 0.99
+    unseen = rows.assign(workclass="Astronaut")
+    assert _table_predictions(tag, unseen, tmp_path)[1].all()
+    assert "300 of 300 inputs look unlike the training data" in capfd.readouterr().err
+
+
+def test_sensor_units_drifting_unlike_any_training_unit_are_flagged():
+    model, detector, data = _setup("rul_attention.fd001")
+    assert detector.scores == ["mahalanobis", "range"]
+    x, y = _tensors(data.test_dataloader(), 10_000)
+    assert _flagged(model, detector, DataLoader(TensorDataset(x, y), batch_size=256)) <= IN_DISTRIBUTION_MAX
+    generator = torch.Generator().manual_seed(0)
+    direction = torch.randint(0, 2, (len(x), 1, x.shape[2]), generator=generator) * 2 - 1  # up or down per channel
+    ramp = torch.linspace(0, 1, x.shape[1])[None, :, None]  # (1, window, 1)
+    drifted = x + 0.5 * direction * ramp  # half of each sensor's training range by the window's end
+    assert _flagged(model, detector, DataLoader(TensorDataset(drifted, y), batch_size=256)) >= 0.9
+
+
+def _write_wav(path, samples: np.ndarray, rate: int = 8000) -> None:
+    with wave.open(str(path), "wb") as f:
+        f.setnchannels(1)
+        f.setsampwidth(2)
+        f.setframerate(rate)
+        f.writeframes((np.clip(samples, -1, 1) * 32767).astype(np.int16).tobytes())
+
+
+def test_spoken_digit_model_flags_noise_and_tones(tmp_path):
+    model, detector, data = _setup("timbre_attention.fsdd")
+    # FSDD's test split is a speaker unseen in training (the card records the share of it flagged); the
+    # validation split holds the training speakers' held-out clips
+    assert _flagged(model, detector, data.val_dataloader()) <= IN_DISTRIBUTION_MAX
+    rng, t = np.random.default_rng(0), np.arange(4000) / 8000
+    files = []
+    for i in range(20):
+        _write_wav(tmp_path / f"noise{i}.wav", rng.normal(0, 0.3, len(t)))
+        _write_wav(tmp_path / f"tone{i}.wav", 0.5 * np.sin(2 * np.pi * (200 + 150 * i) * t))
+        files += [str(tmp_path / f"noise{i}.wav"), str(tmp_path / f"tone{i}.wav")]
+    from hub.predict import file_predictions
+
+    rows = [row for _, batch in file_predictions(model, files, batch_size=16) for row in batch]
+    assert np.mean([row[-1] == "True" for row in rows]) >= 0.9
+
+
+def test_predict_cli_writes_ood_columns_and_summary(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        Image.fromarray(rng.integers(0, 256, (8, 8), dtype=np.uint8)).save(tmp_path / f"noise{i}.png")
+    out = subprocess.run([sys.executable, "-m", "hub", "predict", "vit_digits.sklearn",
+                          *sorted(str(p) for p in tmp_path.glob("*.png")), "--no-progress", "--out",
+                          str(tmp_path / "out.csv")], capture_output=True, text=True, check=True)
+    rows = list(csv.reader(io.StringIO((tmp_path / "out.csv").read_text())))
+    assert rows[0][-2:] == ["ood_score", "ood"] and len(rows) == 5
+    flagged = sum(row[-1] == "True" for row in rows[1:])
+    assert f"{flagged} of 4 inputs look unlike the training data" in out.stderr and flagged >= 3
+
+
+def test_sidecar_is_checked_at_load(tmp_path):
+    import dataclasses
+    import shutil
+
+    card = model_card("vit_digits.sklearn")
+    shutil.copy(f"{card.card_dir}/{card.ood['file']}", tmp_path / card.ood["file"])
+    copy = dataclasses.replace(card, card_dir=str(tmp_path))
+    assert ood.load_detector(copy).threshold == card.ood["threshold"]
+    data = bytearray((tmp_path / card.ood["file"]).read_bytes())
+    data[-1] ^= 1
+    (tmp_path / card.ood["file"]).write_bytes(bytes(data))
+    with pytest.raises(hub.errors.WeightsError, match="sha256 mismatch"):
+        ood.load_detector(copy)
