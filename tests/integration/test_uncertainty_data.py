@@ -30,7 +30,7 @@ def test_a_regression_run_has_intervals_that_cover_the_test_split_and_predict_wr
     assert main(["predict", str(run), "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "p.csv")]) == 0
     predictions = list(csv.DictReader(open(tmp_path / "p.csv")))
     assert list(predictions[0]) == ["row", "median_house_value", "median_house_value_lower_90",
-                                    "median_house_value_upper_90"] and len(predictions) == 20
+                                    "median_house_value_upper_90", "ood_score", "ood"] and len(predictions) == 20
     for row in predictions:
         value, lower, upper = (float(row[f"median_house_value{s}"]) for s in ("", "_lower_90", "_upper_90"))
         assert value - lower == pytest.approx(half_width, rel=1e-4) == upper - value

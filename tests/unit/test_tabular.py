@@ -209,7 +209,7 @@ def test_regression_run_names_its_output_after_the_target(tmp_path, capsys):
     assert hub.model_card(run).output_names == ["score"]
     assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
     rows = list(csv.reader(open(tmp_path / "preds.csv")))
-    assert rows[0] == ["row", "score", "ood_score", "ood"] and len(rows) == 5
+    assert rows[0] == ["row", "score", "score_lower_90", "score_upper_90", "ood_score", "ood"] and len(rows) == 5
 
 
 def test_tab_transformer_replaced_token_detection_pretraining_learns():
