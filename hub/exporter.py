@@ -176,8 +176,12 @@ def _model_and_card(name: str) -> tuple[torch.nn.Module, PretrainedCfg]:
 def _user_frame(err: BaseException) -> str:
     """``path:line in function: code`` of the innermost frame of this repository's code (not this module) in the
     traceback of ``err``: where a model's forward did what the exporter could not follow."""
+    from hub.registry import DOMAINS
+
+    ours = {"hub", *DOMAINS}  # by package, so a virtual environment inside the checkout (.venv/...) is not ours
     frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if Path(f.filename).is_relative_to(REPO_ROOT) and Path(f.filename) != Path(__file__)]
+              if Path(f.filename).is_relative_to(REPO_ROOT) and Path(f.filename) != Path(__file__)
+              and Path(f.filename).relative_to(REPO_ROOT).parts[0] in ours]
     if not frames:
         return ""
     frame = frames[-1]

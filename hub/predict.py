@@ -62,7 +62,9 @@ def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: 
             for names, logits in predict_logits(card, model, files, batch_size):
                 header, cells = prediction_cells(logits, card, top_k, interval_level)
                 if scorer is not None:
-                    header, cells = [*header, *OOD_HEADER], [[*c, *o] for c, o in zip(cells, scorer.cells(logits))]
+                    ood = scorer.cells(logits)  # one per model input; a traffic window gives a row per sensor
+                    per_input = len(cells) // max(len(ood), 1)
+                    header, cells = [*header, *OOD_HEADER], [[*c, *ood[i // per_input]] for i, c in enumerate(cells)]
                 yield ["file", *header], [[name, *row] for name, row in zip(names, cells)]
     finally:
         if scorer is not None:

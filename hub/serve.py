@@ -38,6 +38,8 @@ import torch
 
 from hub.errors import DataError, HubError
 from hub.kinds import kind_of, kinds_supporting, predict_logits
+from hub.ood import HEADER as OOD_HEADER
+from hub.ood import PredictionScorer
 from hub.predict import file_predictions, prediction_cells, table_predictions
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,8 @@ class BatchingPredictor:
         self.max_batch_size, self.max_wait = max_batch_size, max_wait_ms / 1000
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self.requests = self.batches = 0
+        # OOD columns of batched file requests, as predict writes them (None: the card has no OOD statistics)
+        self.scorer = PredictionScorer.for_model(model)
 
     async def predict(self, job: Job) -> list[dict[str, str]]:
         """``job``'s predictions, once the worker has run its batch; raises what its inputs raised."""
@@ -131,18 +135,25 @@ class BatchingPredictor:
     def _batched(self, jobs: list[Job]) -> list[list[dict[str, str]]]:
         """One model call over the files of all ``jobs`` (kinds of one prediction per file, named by its path)."""
         paths = [str(p) for job in jobs for p in job.paths]
+        batches, ood_cells = [], []
         with torch.inference_mode():
-            batches = list(predict_logits(self.card, self.model, paths, self.max_batch_size))
+            for batch_names, batch_logits in predict_logits(self.card, self.model, paths, self.max_batch_size):
+                batches.append((batch_names, batch_logits))
+                if self.scorer is not None:  # scores the inputs of the model call that just ran
+                    ood_cells.extend(self.scorer.cells(batch_logits))
         names = [name for batch_names, _ in batches for name in batch_names]
         if names != paths:
             raise HubError(f"the {self.kind!r} reader did not give one prediction per file, named by its path")
         logits = torch.cat([batch_logits for _, batch_logits in batches])
         answers, start = [], 0
         for job in jobs:
-            header, cells = prediction_cells(logits[start:start + len(job.paths)], self.card, job.top_k)
+            end = start + len(job.paths)
+            header, cells = prediction_cells(logits[start:end], self.card, job.top_k)
+            if self.scorer is not None:
+                header, cells = [*header, *OOD_HEADER], [[*c, *o] for c, o in zip(cells, ood_cells[start:end])]
             answers.append([self._named(job, ["file", *header], [str(path), *row])
                             for path, row in zip(job.paths, cells)])
-            start += len(job.paths)
+            start = end
         return answers
 
     def _alone(self, job: Job) -> list[dict[str, str]]:

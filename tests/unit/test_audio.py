@@ -329,8 +329,9 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
     files = [str(p) for p in sorted(folder.rglob("*.*"))[:3]]
     assert main(["predict", run, *files, "--top-k", "2", "--out", str(tmp_path / "preds.csv"), "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 3 and lines[0].startswith(files[0]) and len(lines[0].split()) == 5
-    assert (tmp_path / "preds.csv").read_text().splitlines()[0] == "file,class_1,prob_1,class_2,prob_2"
+    # top-2 classes with probabilities, then the run's OOD columns (fitted at the end of the fine-tune)
+    assert len(lines) == 3 and lines[0].startswith(files[0]) and len(lines[0].split()) == 7
+    assert (tmp_path / "preds.csv").read_text().splitlines()[0] == "file,class_1,prob_1,class_2,prob_2,ood_score,ood"
     sf.write(tmp_path / "silent.wav", np.zeros(4000, dtype=np.float32), SAMPLE_RATE)
     assert main(["predict", run, str(tmp_path / "silent.wav"), "--no-progress"]) == 2
     assert "silent.wav is silent" in capsys.readouterr().err

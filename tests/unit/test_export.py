@@ -22,7 +22,7 @@ FORMATS = ("onnx", "pt2")
 # family -> words of the HubError that export raises for both formats
 UNSUPPORTED = {
     # CAT computes its graph's conjoint structure (clusters) from the values of edge_index, in Python
-    "cat": r"data-dependent control flow.*graph/gat\.py:\d+ in _graph",
+    "cat": r"data-dependent control flow.*graph/models/gat\.py:\d+ in _graph",
     # slot attention draws its initial slots at random in every forward, also in eval mode
     "slot_autoencoder_micro_64": "not a deterministic function of its input",
 }

@@ -110,7 +110,7 @@ def test_answers_equal_predict(digits_server, digit_pngs):
         assert body["model"] == "vit_digits.sklearn"
         _assert_as_predicted(body["predictions"], paths, expected)
         top1 = _post_files(client, digits_server, paths[:2], top_k=1).json()["predictions"]
-        assert [list(p) for p in top1] == [["file", "class_1", "prob_1"]] * 2
+        assert [list(p) for p in top1] == [["file", "class_1", "prob_1", "ood_score", "ood"]] * 2
         assert [p["class_1"] for p in top1] == [expected[p.name]["class_1"] for p in paths[:2]]
 
 

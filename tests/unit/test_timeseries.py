@@ -249,8 +249,9 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     assert main(["predict", finetuned, str(other / "speeds.csv"), "--no-progress"]) == 0
     header, *lines = capsys.readouterr().out.strip().splitlines()
     names = [f"speed_{5 * h}min" for h in range(1, 13)]  # the folder's 288 steps a day
-    assert header.split() == ["file", *(c for n in names for c in (n, f"{n}_lower_90", f"{n}_upper_90"))]
+    columns = [c for n in names for c in (n, f"{n}_lower_90", f"{n}_upper_90")]
+    assert header.split() == ["file", *columns, "ood_score", "ood"]  # the run's intervals and OOD statistics
     assert [line.split()[0].rsplit(":", 1)[1] for line in lines] == ["s0", "s1", "s2", "s3"]
-    assert all(len(line.split()) == 1 + 3 * 12 for line in lines), lines
+    assert all(len(line.split()) == 1 + 3 * 12 + 2 for line in lines), lines
     assert main(["explain", finetuned, "val", "--out", str(tmp_path / "fig")]) == 0  # TESTAM's routing
     assert (tmp_path / "fig" / "routing_val.png").stat().st_size > 1000
