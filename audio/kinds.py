@@ -10,7 +10,7 @@ import torch
 
 from audio.explain import explain_audio_files
 from audio.features import model_input
-from hub.kinds import InputKind, KindSpec, register_kind
+from hub.kinds import InputKind, KindSpec, predict_per_file, register_kind
 
 
 @dataclass(frozen=True)
@@ -43,15 +43,7 @@ class AudioKind(InputKind):
                                                  "trim_db": spec.trim_db, "time_fit": spec.time_fit}}
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
-        names, inputs = [], []
-        for path in paths:
-            names.append(str(path))
-            inputs.append(model_input(path, card.input_spec))
-            if len(names) == batch_size:
-                yield names, model(torch.stack(inputs))
-                names, inputs = [], []
-        if names:
-            yield names, model(torch.stack(inputs))
+        return predict_per_file(model, paths, lambda path: model_input(path, card.input_spec), batch_size)
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_audio_files(card, model, inputs, out_dir)

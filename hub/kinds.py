@@ -104,6 +104,23 @@ def register_kind(cls: type[InputKind]) -> type[InputKind]:
     return KINDS.register(cls.name, cls)
 
 
+def predict_per_file(model, paths: Iterable[str], read: Callable[[str], Any],
+                     batch_size: int) -> Iterator[tuple[list[str], Any]]:
+    """Yield ``(names, model(inputs))`` ``batch_size`` files at a time, for kinds with one input per file:
+    ``read(path)`` gives the file's model input (a tensor of the same shape for every file), stacked on dim 0."""
+    import torch
+
+    names, inputs = [], []
+    for path in paths:
+        names.append(str(path))
+        inputs.append(read(path))
+        if len(names) == batch_size:
+            yield names, model(torch.stack(inputs))
+            names, inputs = [], []
+    if names:
+        yield names, model(torch.stack(inputs))
+
+
 def kinds_supporting(method: str) -> list[str]:
     """The registered kinds that define ``method`` (override the base class's)."""
     return [n for n in KINDS.names() if getattr(KINDS.get(n), method) is not getattr(InputKind, method)]

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from hub.errors import DataError
-from hub.kinds import InputKind, KindSpec, register_kind
+from hub.kinds import InputKind, KindSpec, predict_per_file, register_kind
 from timeseries.data import minmax_apply
 from timeseries.explain import explain_routing, explain_units
 from timeseries.io import read_speed_csv, read_unit_csv
@@ -44,16 +44,12 @@ class SensorSeriesKind(InputKind):
                 batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         """Yield ``(names, forecasts (B, horizon))`` from the last ``window`` cycles of each unit CSV."""
         spec = self.spec(card)
-        names, windows = [], []
-        for path in paths:
-            series = read_unit_csv(path, spec.sensors, spec.window)[-spec.window:]  # (window, S)
-            names.append(str(path))
-            windows.append(torch.from_numpy(minmax_apply(series, spec.min, spec.max)))
-            if len(names) == batch_size:
-                yield names, model(torch.stack(windows))
-                names, windows = [], []
-        if names:
-            yield names, model(torch.stack(windows))
+
+        def window(path: str) -> torch.Tensor:  # the last ``window`` cycles, min-max scaled: (window, S)
+            series = read_unit_csv(path, spec.sensors, spec.window)[-spec.window:]
+            return torch.from_numpy(minmax_apply(series, spec.min, spec.max))
+
+        return predict_per_file(model, paths, window, batch_size)
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_units(card, model, inputs, out_dir)

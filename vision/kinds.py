@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-from hub.kinds import InputKind, KindSpec, register_kind
+from hub.kinds import InputKind, KindSpec, predict_per_file, register_kind
 from vision.explain import explain_image_files, explain_scenes
 from vision.io import read_image
 
@@ -36,15 +36,7 @@ class ImageKind(InputKind):
                                                  "channels": spec.channels, "mean": spec.mean, "std": spec.std}}
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
-        names, tensors = [], []
-        for path in paths:
-            names.append(str(path))
-            tensors.append(read_image(path, card.input_spec))
-            if len(names) == batch_size:
-                yield names, model(torch.stack(tensors))
-                names, tensors = [], []
-        if names:
-            yield names, model(torch.stack(tensors))
+        return predict_per_file(model, paths, lambda path: read_image(path, card.input_spec), batch_size)
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_image_files(card, model, inputs, out_dir)
