@@ -87,18 +87,18 @@ def cmd_train(args) -> int:
 
 
 def cmd_finetune(args) -> int:
-    from hub.finetune import finetune
+    from hub.finetune import finetune, format_comparison
     from hub.run.train import is_ddp_worker
 
     genes = [g.strip() for g in args.genes.split(",")] if args.genes else None
-    run_dir, reference = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
-                                  target=args.target, task=args.task, time=args.time, event=args.event, genes=genes)
+    run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
+                                   target=args.target, task=args.task, time=args.time, event=args.event, genes=genes)
     if is_ddp_worker():
         return 0
     _print_run(run_dir)
-    if reference is not None:
-        name, metrics = reference
-        print(f"{name} on the same split: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    if comparison is not None:
+        test = json.loads((run_dir / "metrics.json").read_text())["test"]
+        print(format_comparison(run_dir, comparison, test[comparison["metric"]]))
     return 0
 
 

@@ -1,12 +1,17 @@
 """Fine-tuning on the user's own data: a pretrained tag or run folder is trained further from its card's recipe on
-the data at a path, or a bare family (tabular) is trained from its domain's default recipe; the run's test metrics
-can then be set against the input kind's classical baseline on the same split (HistGradientBoosting for tables)."""
+the data at a path, or a bare family is trained from its domain's default recipe; the run's test metrics are then
+set against the input kind's classical baseline fitted on the same split (HistGradientBoosting for tables, ...), and
+the comparison is kept in the run's ``metrics.json`` with the baseline's predictions beside it."""
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 
 from hub.errors import HubError
-from hub.kinds import baseline, default_recipe, finetune_data_section
+from hub.io import atomic_write_bytes
+from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_section
 from hub.models import model_card
 from hub.recipe import Recipe, apply_overrides, validate_recipe
 from hub.registry import is_run_path, split_name
@@ -34,12 +39,61 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
     return validate_recipe(apply_overrides(base, overrides or []), f"finetune of {name}")
 
 
+# Metrics where a smaller value is better; every other metric (acc, auroc, f1, c_index, ...) is better larger.
+LOWER_IS_BETTER = ("loss", "rmse", "mae", "mape", "mse", "nll", "ece", "brier")
+BASELINE_PREDICTIONS = "baseline_predictions.csv"
+
+
+def model_beats(metric: str, model: float, reference: float) -> bool:
+    """Whether ``model`` is at least as good as ``reference`` on ``metric`` (e.g. ``test/rmse``: smaller)."""
+    return model <= reference if metric.rsplit("/", 1)[-1] in LOWER_IS_BETTER else model >= reference
+
+
+def compare_with_baseline(run_dir: Path, result: BaselineResult) -> dict:
+    """Keep ``result`` in the run folder: its predictions in ``baseline_predictions.csv`` and, under ``baseline`` in
+    ``metrics.json``, its name, test metrics and the verdict on the first of its metrics that the run also has.
+    Returns that ``baseline`` entry."""
+    run_dir = Path(run_dir)
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    shared = [k for k in result.metrics if k in summary.get("test", {})]
+    if not shared:
+        raise HubError(f"the baseline {result.name} reports {sorted(result.metrics)}, none of the run's test "
+                       f"metrics {sorted(summary.get('test', {}))}; they cannot be compared")
+    metric = shared[0]
+    entry = {"name": result.name, "test": result.metrics, "metric": metric,
+             "model_is_better": model_beats(metric, summary["test"][metric], result.metrics[metric])}
+    if result.predictions:
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(result.predictions)
+        writer.writerows(zip(*result.predictions.values()))
+        atomic_write_bytes(run_dir / BASELINE_PREDICTIONS, text.getvalue().encode())
+        entry["predictions"] = BASELINE_PREDICTIONS
+    summary["baseline"] = entry
+    atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+    return entry
+
+
+def format_comparison(run_dir: Path, entry: dict, model_value: float) -> str:
+    """Two lines: the baseline's test metrics, and plainly which of the two is better on the compared metric."""
+    metric, name = entry["metric"], entry["name"]
+    scores = f"{name} on the same split: " + ", ".join(f"{k} {v:.4f}" for k, v in entry["test"].items())
+    figures = f"{metric} {model_value:.4f} against {entry['test'][metric]:.4f}"
+    if entry["model_is_better"]:
+        return f"{scores}\nthe model is at least as good as {name}: {figures}"
+    kept = f"; its test predictions are in {Path(run_dir) / entry['predictions']}" if "predictions" in entry else ""
+    return (f"{scores}\nWARNING: {name} beats the model on this split ({figures}); consider keeping the "
+            f"baseline{kept}")
+
+
 def finetune(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
-             progress: bool = True, **options) -> tuple[Path, tuple[str, dict[str, float]] | None]:
-    """Train :func:`finetune_recipe` into a new run folder. Returns the run folder and the classical baseline's
-    ``(name, test metrics)`` on the run's split: None for an input kind without one, and in a data-parallel
-    worker process (the launching process alone reports)."""
+             progress: bool = True, **options) -> tuple[Path, dict | None]:
+    """Train :func:`finetune_recipe` into a new run folder, then fit the input kind's classical baseline on the same
+    split (:func:`compare_with_baseline`). Returns the run folder and the ``baseline`` entry of its
+    ``metrics.json``: None for an input kind without a baseline, and in a data-parallel worker process (the
+    launching process alone reports)."""
     run_dir = train(recipe=finetune_recipe(name, data, overrides, output_dir, **options), progress=progress)
     if is_ddp_worker():
         return run_dir, None
-    return run_dir, baseline(model_card(str(run_dir)), run_dir)
+    result = baseline(model_card(str(run_dir)), run_dir)
+    return run_dir, None if result is None else compare_with_baseline(run_dir, result)

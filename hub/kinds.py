@@ -10,8 +10,8 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   batches, and yields ``(names, outputs)``; a file that does not fit raises a clear error naming it;
 - ``explain(card, model, inputs, out_dir[, data])`` draws what the model attends to for some inputs (image or
   audio files, node ids, unit numbers; default: a sample of the card's test data) and yields the figures' paths;
-- ``baseline(run_dir)`` scores a classical model on the split of a finished run, for the report that
-  ``finetune`` prints (e.g. HistGradientBoosting next to a tabular model), or returns None;
+- ``baseline(run_dir)`` scores a classical model on the split of a finished run, as a :class:`BaselineResult`, for
+  the comparison that ``finetune`` prints and keeps (e.g. HistGradientBoosting next to a tabular model), or None;
 - ``default_recipe(family, path, **options)``, on the main kind of a domain, lets
   ``attnhub finetune FAMILY --data PATH`` train a family of that domain that has no pretrained tag (e.g. ``tabr``
   on a CSV never seen before).
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
@@ -54,6 +54,20 @@ class KindSpec:
     @classmethod
     def from_card(cls, card) -> KindSpec:
         return cls.from_dict(card.input_spec, f"the card of {card.name}")
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """A classical baseline scored on the test split of a run.
+
+    ``metrics`` uses the run's own metric names (``test/acc``, ``test/rmse``, ``test/c_index`` ...), the one to
+    compare the model on first; ``predictions`` holds the baseline's test-split outputs, one list per column in
+    the order of the test split (an id column first where the split has ids), which ``finetune`` writes to the
+    run's ``baseline_predictions.csv`` so that a user can keep the better of the two."""
+
+    name: str
+    metrics: dict[str, float]
+    predictions: dict[str, list] = field(default_factory=dict)
 
 
 class InputKind:
@@ -84,8 +98,8 @@ class InputKind:
         """Figures of what the model attends to for ``inputs``, written to ``out_dir``."""
         raise self.unsupported(EXPLAIN)
 
-    def baseline(self, run_dir) -> tuple[str, dict[str, float]] | None:
-        """A classical baseline's ``(name, test metrics)`` on the split of ``run_dir``; None when the kind has none."""
+    def baseline(self, run_dir) -> BaselineResult | None:
+        """A classical baseline fitted and scored on the split of ``run_dir``; None when the kind has none."""
         return None
 
     def default_recipe(self, family: str, path: str, **options) -> dict[str, Any]:
@@ -170,7 +184,7 @@ def default_recipe(family: str, path: str, **options) -> dict[str, Any]:
     return _with_options(givers[domain]().default_recipe, f"the {domain} domain", (family, path), options)
 
 
-def baseline(card, run_dir) -> tuple[str, dict[str, float]] | None:
+def baseline(card, run_dir) -> BaselineResult | None:
     """A classical baseline's test metrics on the split of ``run_dir``, or None when the input kind has none."""
     name = card.input_spec.get("kind", "")
     return KINDS.get(name)().baseline(run_dir) if name in KINDS else None

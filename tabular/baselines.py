@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error, roc_auc_score
 
+from hub.kinds import BaselineResult
+
 
 def _xy(dataset) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([dataset.x_num.numpy(), dataset.x_cat.numpy()], 1), dataset.y.numpy()
@@ -21,6 +23,12 @@ def _xy(dataset) -> tuple[np.ndarray, np.ndarray]:
 
 def gbdt_metrics(datamodule, seed: int = 0) -> dict[str, float]:
     """Fit on the training split of a set-up :class:`tabular.data.TabularData`, score its test split."""
+    return gbdt_baseline(datamodule, seed).metrics
+
+
+def gbdt_baseline(datamodule, seed: int = 0) -> BaselineResult:
+    """:func:`gbdt_metrics` with the test split's predictions: the target and the prediction (class names, or values
+    in the target's units), and each class's probability."""
     from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
 
     x, y = _xy(datamodule.train_set)
@@ -30,22 +38,29 @@ def gbdt_metrics(datamodule, seed: int = 0) -> dict[str, float]:
     model = (HistGradientBoostingRegressor if regression else HistGradientBoostingClassifier)(
         categorical_features=categorical if categorical.any() else None, random_state=seed)
     model.fit(x, y)
+    pre, name = datamodule.preprocessor, "HistGradientBoosting"
     if regression:
         pred = model.predict(x_test)
-        return {"test/rmse": float(np.sqrt(mean_squared_error(y_test, pred))),
-                "test/mae": float(mean_absolute_error(y_test, pred))}
+        metrics = {"test/rmse": float(np.sqrt(mean_squared_error(y_test, pred))),
+                   "test/mae": float(mean_absolute_error(y_test, pred))}
+        target, prediction = ((v * pre.target_std + pre.target_mean).tolist() for v in (y_test, pred))
+        return BaselineResult(name, metrics, {"target": target, "prediction": prediction})
     proba = model.predict_proba(x_test)
+    labels = np.asarray(pre.classes)
+    predictions = {"target": labels[y_test].tolist(), "prediction": labels[proba.argmax(1)].tolist(),
+                   **{f"proba_{c}": proba[:, i].tolist() for i, c in enumerate(labels)}}
+    accuracy = float(accuracy_score(y_test, proba.argmax(1)))
     if proba.shape[1] == 2:
-        return {"test/acc": float(accuracy_score(y_test, proba.argmax(1))),
-                "test/auroc": float(roc_auc_score(y_test, proba[:, 1]))}
-    return {"test/acc": float(accuracy_score(y_test, proba.argmax(1))),
-            "test/f1": float(f1_score(y_test, proba.argmax(1), average="macro"))}
+        return BaselineResult(name, {"test/acc": accuracy, "test/auroc": float(roc_auc_score(y_test, proba[:, 1]))},
+                              predictions)
+    return BaselineResult(name, {"test/acc": accuracy, "test/f1": float(f1_score(y_test, proba.argmax(1),
+                                                                                 average="macro"))}, predictions)
 
 
-def gbdt_on_run_split(run_dir) -> tuple[str, dict[str, float]]:
+def gbdt_on_run_split(run_dir) -> BaselineResult:
     """HistGradientBoosting fitted on the training split of the run (its resolved recipe rebuilds the split)."""
     from hub.recipe import load_recipe
     from hub.run.train import build_data
 
     recipe = load_recipe(Path(run_dir) / "recipe.yaml")
-    return "HistGradientBoosting", gbdt_metrics(build_data(recipe), recipe.seed)
+    return gbdt_baseline(build_data(recipe), recipe.seed)

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Iterator
 import torch
 
 from hub.errors import DataError
-from hub.kinds import InputKind, KindSpec, register_kind
+from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 from tabular.baselines import gbdt_on_run_split
 from tabular.explain import explain_rows
 from tabular.io import TabularPreprocessor, read_table
@@ -56,7 +56,7 @@ class TableKind(InputKind):
     def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
         return explain_rows(card, model, inputs, out_dir, data)
 
-    def baseline(self, run_dir) -> tuple[str, dict[str, float]]:
+    def baseline(self, run_dir) -> BaselineResult:
         return gbdt_on_run_split(run_dir)
 
     def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:

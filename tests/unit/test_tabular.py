@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -189,6 +190,14 @@ def test_cli_finetune_bare_family_on_unseen_csv_then_predict(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "test/auroc" in out and "HistGradientBoosting on the same split: test/acc" in out
     run = out.split("run folder: ")[1].split()[0]
+    kept = json.loads((Path(run) / "metrics.json").read_text())["baseline"]
+    assert kept["name"] == "HistGradientBoosting" and kept["metric"] == "test/acc"
+    verdict = "is at least as good as HistGradientBoosting" if kept["model_is_better"] else "WARNING: HistGradient"
+    assert verdict in out
+    baseline_rows = list(csv.DictReader(open(Path(run) / kept["predictions"])))
+    assert list(baseline_rows[0]) == ["target", "prediction", "proba_high", "proba_low"]
+    accuracy = np.mean([r["target"] == r["prediction"] for r in baseline_rows])
+    assert abs(accuracy - kept["test"]["test/acc"]) < 1e-9
     assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
     rows = list(csv.DictReader(open(tmp_path / "preds.csv")))
     assert len(rows) == 7 and list(rows[0]) == ["row", "prediction", "proba_high", "proba_low", "ood_score", "ood"]
