@@ -12,9 +12,9 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   audio files, node ids, unit numbers; default: a sample of the card's test data) and yields the figures' paths;
 - ``baseline(run_dir)`` scores a classical model on the split of a finished run, as a :class:`BaselineResult`, for
   the comparison that ``finetune`` prints and keeps (e.g. HistGradientBoosting next to a tabular model), or None;
-- ``default_recipe(family, path, **options)``, on the main kind of a domain, lets
-  ``attnhub finetune FAMILY --data PATH`` train a family of that domain that has no pretrained tag (e.g. ``tabr``
-  on a CSV never seen before).
+- ``default_recipe(family, path, **options)``, on the kind that the families of the tasks in its ``tasks`` read,
+  lets ``attnhub finetune FAMILY --data PATH`` train such a family from scratch, with no pretrained tag (e.g.
+  ``tabr`` on a CSV never seen before).
 
 An operation a kind does not support raises :class:`DataError` naming the kind and the operation.
 
@@ -75,7 +75,8 @@ class InputKind:
     and decorate the class with :func:`register_kind`."""
 
     name: ClassVar[str]
-    domain: ClassVar[str]  # the domain package whose default recipe this kind gives, if it defines one
+    domain: ClassVar[str]  # the domain package that registers the kind
+    tasks: ClassVar[tuple[str, ...]] = ()  # the family tasks (ModelEntry.task) whose default recipe the kind gives
     Spec: ClassVar[type[KindSpec]] = KindSpec
 
     def spec(self, card) -> Any:
@@ -103,7 +104,7 @@ class InputKind:
         return None
 
     def default_recipe(self, family: str, path: str, **options) -> dict[str, Any]:
-        """A recipe dict training the untrained ``family`` of :attr:`domain` on the user's data at ``path``."""
+        """A recipe dict training the untrained ``family`` (of a task in :attr:`tasks`) on the data at ``path``."""
         raise self.unsupported(DEFAULT_RECIPE)
 
 
@@ -175,13 +176,14 @@ def finetune_data_section(card, path: str, **options) -> dict[str, Any]:
 
 def default_recipe(family: str, path: str, **options) -> dict[str, Any]:
     """A recipe dict training the untrained ``family`` on the user's data at ``path``, from the default recipe of
-    the family's domain (which the domain's main kind gives)."""
-    domain = get_model_entry(family).domain
-    givers = {KINDS.get(n).domain: KINDS.get(n) for n in kinds_supporting("default_recipe")}
-    if domain not in givers:
-        raise DataError(f"{family!r} has no pretrained tag given and its domain {domain!r} has no default recipe for "
-                        f"user data (available for: {sorted(givers)}); name a pretrained tag or a run folder")
-    return _with_options(givers[domain]().default_recipe, f"the {domain} domain", (family, path), options)
+    the kind that families of its task read."""
+    task = get_model_entry(family).task  # imports the family's domain, which registers its kinds
+    givers = {t: KINDS.get(n) for n in kinds_supporting("default_recipe") for t in KINDS.get(n).tasks}
+    if task not in givers:
+        raise DataError(f"{family!r} has no pretrained tag given and its task {task!r} has no default recipe for user "
+                        f"data (available for tasks: {sorted(givers)}); name a pretrained tag or a run folder")
+    kind = givers[task]
+    return _with_options(kind().default_recipe, f"inputs of kind {kind.name!r}", (family, path), options)
 
 
 def baseline(card, run_dir) -> BaselineResult | None:

@@ -35,6 +35,7 @@ class TableKind(InputKind):
     """CSV tables, one row per sample; the main kind of the tabular domain (its default recipe)."""
 
     name, domain, Spec = "table", "tabular", TableSpec
+    tasks = ("tabular",)
 
     def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
         """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
