@@ -38,7 +38,7 @@ from audio.features import (
     warp_mel_bins,
 )
 from audio.io import scan_audio_folder
-from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
+from hub.data import EpochSeededDataset, HubDataModule, data_dir, download_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import is_offline
@@ -160,7 +160,7 @@ def find_fsdd() -> Path:
     local = data_dir() / "fsdd"
     if (local / "recordings").is_dir():
         return local
-    cache = data_dir() / f"fsdd-{FSDD_COMMIT[:7]}"
+    cache = download_dir() / f"fsdd-{FSDD_COMMIT[:7]}"
     if (cache / "recordings").is_dir():
         return cache
     if is_offline():

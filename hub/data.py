@@ -65,7 +65,15 @@ def read_csv_frame(path: str | Path, expected: str, **read_csv_args):
 
 def data_dir() -> Path:
     """Where local copies of datasets are looked for first (``HUB_DATA_DIR``), else the download cache."""
-    return Path(os.environ.get("HUB_DATA_DIR", Path.home() / ".cache" / "attention-hub" / "data"))
+    return Path(os.environ.get("HUB_DATA_DIR", download_dir()))
+
+
+def download_dir() -> Path:
+    """Where downloaded datasets are kept: ``data`` in the hub's cache (``HUB_CACHE``), never in ``HUB_DATA_DIR``,
+    which may be a shared read-only folder of local copies."""
+    from hub.weights import cache_dir
+
+    return cache_dir() / "data"
 
 
 def dataset_file(dataset: str, local: Path, url: str | None, sha256: str, num_bytes: int | None = None) -> Path:

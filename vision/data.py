@@ -23,7 +23,7 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 from torchvision import datasets as tv_datasets
 from torchvision import transforms as T
 
-from hub.data import EpochSeededDataset, HubDataModule, data_dir, stratified_split
+from hub.data import EpochSeededDataset, HubDataModule, data_dir, download_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import is_offline
@@ -353,7 +353,7 @@ class Cifar10Data(HubDataModule):
             train_base, test_base = tv_datasets.ImageFolder(root / "train"), tv_datasets.ImageFolder(root / "test")
             classes, source = train_base.classes, CIFAR_LOCAL_SOURCE
         else:
-            cache = data_dir() / "cifar10-python"
+            cache = download_dir() / "cifar10-python"
             if is_offline() and not (cache / "cifar-10-batches-py").is_dir():
                 raise DatasetUnavailable("cifar10", f"CIFAR-10 is neither in {root} nor in {cache} and "
                                                     "HUB_OFFLINE=1 forbids downloading")

@@ -247,3 +247,20 @@ def test_timm_names(monkeypatch):
         hub.load("timm/resnet18", pretrained=True)
     with pytest.raises(hub.UnknownModelError, match="resnet18"):
         hub.load("timm/resnet18x", pretrained=False)
+
+
+def test_dataset_downloads_go_to_the_cache_not_to_the_data_dir(tmp_path, monkeypatch):
+    """HUB_DATA_DIR may be a read-only shared folder of local copies: a download is looked for (and would be
+    written) under HUB_CACHE."""
+    from audio.data import FSDD_COMMIT, find_fsdd
+    from hub.errors import DatasetUnavailable
+    from vision.data import Cifar10Data
+
+    monkeypatch.setenv("HUB_DATA_DIR", str(tmp_path / "shared"))
+    monkeypatch.setenv("HUB_OFFLINE", "1")
+    cache = tmp_path / "cache" / "data"
+    with pytest.raises(DatasetUnavailable, match=re.escape(str(cache / "cifar10-python"))):
+        Cifar10Data(8, 0, 0, 0, 0.1, 32, False, None).setup()
+    fsdd_cache = cache / f"fsdd-{FSDD_COMMIT[:7]}" / "recordings"
+    fsdd_cache.mkdir(parents=True)
+    assert find_fsdd() == fsdd_cache.parent
