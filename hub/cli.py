@@ -92,13 +92,19 @@ def cmd_finetune(args) -> int:
 
     genes = [g.strip() for g in args.genes.split(",")] if args.genes else None
     run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
-                                   target=args.target, task=args.task, time=args.time, event=args.event, genes=genes)
+                                   policy=args.policy, target=args.target, task=args.task, time=args.time,
+                                   event=args.event, genes=genes)
     if is_ddp_worker():
         return 0
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    if "policy" in summary:
+        choice = summary["policy"]
+        print(f"fine-tune policy: {choice['chosen']} (" + ", ".join(
+            f"{p}: {c['metric']} {c['value']:.4f} in {c['run']}" if c["value"] is not None else f"{p}: not measured"
+            for p, c in choice["candidates"].items()) + ")")
     _print_run(run_dir)
     if comparison is not None:
-        test = json.loads((run_dir / "metrics.json").read_text())["test"]
-        print(format_comparison(run_dir, comparison, test[comparison["metric"]]))
+        print(format_comparison(run_dir, comparison, summary["test"][comparison["metric"]]))
     return 0
 
 
@@ -281,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--genes", help="survival tables: the gene columns, comma-separated, as many as the card's "
                    "(default: the card's names); the clinical columns are the card's unless "
                    "data.args.clinical_cols=[...] names others")
+    p.add_argument("--policy", choices=("auto", "linear-probe", "full"), default="auto",  # hub.finetune.POLICIES
+                   help="from a pretrained tag: 'linear-probe' trains the classifier alone; 'full' trains everything, "
+                        "the backbone at a tenth of the learning rate (layer-wise decayed for timm models); 'auto' "
+                        "(default) trains both, each in its own run folder, and keeps the better on the validation "
+                        "split. A bare family trains from scratch")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
     p.add_argument("--no-progress", **no_progress)

@@ -12,19 +12,36 @@ from pathlib import Path
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
 from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_section
-from hub.models import model_card
+from hub.models import load, model_card
 from hub.recipe import Recipe, apply_overrides, validate_recipe
-from hub.registry import is_run_path, split_name
+from hub.registry import get_model_entry, is_run_path, split_name
 from hub.run.train import is_ddp_worker, train
+
+# Fine-tune policies for a pretrained tag on small data (``--policy``; ``auto`` trains each that applies and keeps
+# the one with the better validation metric): a linear probe (the classifier alone) and a full fine-tune whose
+# backbone learns at a tenth of the classifier's rate, layer-wise decayed for models whose layers timm orders.
+POLICIES = ("auto", "linear-probe", "full")
+POLICY_OVERRIDES = {"linear-probe": ["model.freeze_backbone=true"], "full": ["optimizer.backbone_lr_scale=0.1"]}
+LAYER_DECAY = 0.75  # BEiT's
+FINETUNE_MAX_EPOCHS, FINETUNE_PATIENCE = 30, 5  # small data: at most 30 epochs, stopped after 5 without progress
+
+
+def policies_for(name: str) -> list[str]:
+    """The policies ``auto`` tries for the tag or run ``name``: a linear probe only when its family has a
+    classifier to train alone."""
+    return ["linear-probe", "full"] if get_model_entry(model_card(name).family).classifier else ["full"]
 
 
 def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
-                    **options) -> Recipe:
+                    policy: str = "full", **options) -> Recipe:
     """The recipe that fine-tunes ``name`` on the data at ``data``: a pretrained tag or run folder keeps its card's
-    resolved recipe, with a data section reading ``data`` and ``model.init_from: name``; a bare family takes its
-    domain's default recipe. ``options`` (``target``, ``task``, ``time``, ``event``, ``genes``) go to the data
-    section when given; ``overrides`` (``key.path=value``) are applied last. The run goes under ``output_dir``
-    (default ``runs``), never under a folder a card names (its publisher's machine)."""
+    resolved recipe, with a data section reading ``data``, ``model.init_from: name``, at most
+    :data:`FINETUNE_MAX_EPOCHS` epochs with early stopping (:data:`FINETUNE_PATIENCE` unless the card sets one), and
+    the ``policy``'s keys (:data:`POLICY_OVERRIDES`); a bare family takes its domain's default recipe (``policy`` is
+    not used). ``options`` (``target``, ``task``, ``time``, ``event``, ``genes``) go to the data section when given;
+    ``overrides`` (``key.path=value``) are applied last. The run goes under ``output_dir`` (default ``runs``), never
+    under a folder a card names (its publisher's machine)."""
+    policy_keys: list[str] = []
     if not is_run_path(name) and split_name(name)[1] is None:  # a bare family: train from scratch
         base = default_recipe(name, data, **options)
     else:
@@ -35,8 +52,18 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
         base["data"] = finetune_data_section(card, data, **options)
         base["model"] = {**base["model"], "init_from": name}
         base["name"] = f"finetune-{card.family}"
+        trainer = dict(base.get("trainer") or {})
+        stopping = dict(trainer.get("early_stopping") or {})
+        stopping["patience"] = stopping.get("patience") or FINETUNE_PATIENCE
+        base["trainer"] = {**trainer, "max_epochs": min(trainer.get("max_epochs", FINETUNE_MAX_EPOCHS),
+                                                        FINETUNE_MAX_EPOCHS), "early_stopping": stopping}
+        if policy not in POLICY_OVERRIDES:
+            raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
+        policy_keys = list(POLICY_OVERRIDES[policy])
+        if policy == "full" and hasattr(load(name, pretrained=False), "group_matcher"):
+            policy_keys.append(f"optimizer.layer_decay={LAYER_DECAY}")
     base["output_dir"] = output_dir or "runs"
-    return validate_recipe(apply_overrides(base, overrides or []), f"finetune of {name}")
+    return validate_recipe(apply_overrides(base, [*policy_keys, *(overrides or [])]), f"finetune of {name}")
 
 
 # Metrics where a smaller value is better; every other metric (acc, auroc, f1, c_index, ...) is better larger.
@@ -86,14 +113,40 @@ def format_comparison(run_dir: Path, entry: dict, model_value: float) -> str:
             f"baseline{kept}")
 
 
+def choose_policy(runs: dict[str, Path]) -> str:
+    """The policy whose run has the better validation metric (``metrics.json``'s ``validation``); the first on a
+    tie or when none was measured."""
+    scores = {p: json.loads((r / "metrics.json").read_text())["validation"] for p, r in runs.items()}
+    best = None
+    for policy, entry in scores.items():
+        value, kept = entry["value"], scores[best]["value"] if best else None
+        if value is not None and (kept is None or (value > kept if entry["mode"] == "max" else value < kept)):
+            best = policy
+    return best or next(iter(runs))
+
+
 def finetune(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
-             progress: bool = True, **options) -> tuple[Path, dict | None]:
+             progress: bool = True, policy: str = "auto", **options) -> tuple[Path, dict | None]:
     """Train :func:`finetune_recipe` into a new run folder, then fit the input kind's classical baseline on the same
-    split (:func:`compare_with_baseline`). Returns the run folder and the ``baseline`` entry of its
+    split (:func:`compare_with_baseline`). For a pretrained tag, ``policy="auto"`` trains each policy of
+    :func:`policies_for` into its own run folder and keeps the one :func:`choose_policy` picks, recording the
+    choice under ``policy`` in its ``metrics.json``. Returns the kept run folder and the ``baseline`` entry of its
     ``metrics.json``: None for an input kind without a baseline, and in a data-parallel worker process (the
     launching process alone reports)."""
-    run_dir = train(recipe=finetune_recipe(name, data, overrides, output_dir, **options), progress=progress)
+    if policy not in POLICIES:
+        raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
+    from_scratch = not is_run_path(name) and split_name(name)[1] is None
+    candidates = ["scratch"] if from_scratch else policies_for(name) if policy == "auto" else [policy]
+    runs = {p: train(recipe=finetune_recipe(name, data, overrides, output_dir, policy=p if p != "scratch" else "full",
+                                            **options), progress=progress) for p in candidates}
     if is_ddp_worker():
-        return run_dir, None
+        return next(iter(runs.values())), None
+    chosen = choose_policy(runs)
+    run_dir = runs[chosen]
+    if not from_scratch:
+        summary = json.loads((run_dir / "metrics.json").read_text())
+        summary["policy"] = {"chosen": chosen, "asked": policy, "candidates": {
+            p: {"run": r.name, **json.loads((r / "metrics.json").read_text())["validation"]} for p, r in runs.items()}}
+        atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
     result = baseline(model_card(str(run_dir)), run_dir)
     return run_dir, None if result is None else compare_with_baseline(run_dir, result)

@@ -34,6 +34,8 @@ class ModelSection(_Strict):
     name: str
     args: dict[str, Any] = Field(default_factory=dict)
     init_from: str | None = None  # a pretrained tag or run folder whose weights start the training
+    # train the classifier alone (the family's classifier prefix), the rest frozen: a linear probe
+    freeze_backbone: bool = False
 
 
 class DataSection(_Strict):
@@ -47,6 +49,10 @@ class OptimizerSection(_Strict):
     weight_decay: float = 0.0
     momentum: float = 0.9
     betas: tuple[float, float] = (0.9, 0.999)
+    # fine-tuning: the learning rate of every parameter outside the classifier is lr * backbone_lr_scale, and with
+    # layer_decay (models with timm's group_matcher) a further layer_decay ** (layers above it), as in BEiT
+    backbone_lr_scale: float = Field(1.0, gt=0.0, le=1.0)
+    layer_decay: float | None = Field(None, gt=0.0, le=1.0)
 
 
 class SchedulerSection(_Strict):

@@ -10,9 +10,41 @@ import numpy as np
 import pytorch_lightning as pl
 import torch
 
-from hub.errors import TrainingError
+from hub.errors import RecipeError, TrainingError
 from hub.recipe import OptimizerSection, SchedulerSection
 from hub.tasks import Task
+
+
+def parameter_groups(model: torch.nn.Module, cfg: OptimizerSection, classifier: str | None = None,
+                     decay_all: bool = False) -> list[dict[str, Any]]:
+    """The optimiser's parameter groups of the trainable parameters of ``model``.
+
+    Weight decay goes on matrices only: norm weights, biases, embeddings and tokens take none, as timm does
+    (``decay_all``: on every parameter). The learning rate of a parameter outside ``classifier`` (the family's
+    classifier prefix, e.g. ``head``) is ``cfg.lr * cfg.backbone_lr_scale``; with ``cfg.layer_decay`` it is further
+    scaled by ``layer_decay ** (layers above it)``, the layers of timm's ``group_matcher`` (layer-wise decay as in
+    BEiT, through timm's ``group_parameters``)."""
+    layers: dict[str, int] = {}
+    if cfg.layer_decay is not None:
+        if not hasattr(model, "group_matcher"):
+            raise RecipeError(f"key 'optimizer.layer_decay' needs a model whose layers timm's group_matcher orders; "
+                              f"{type(model).__name__} has none: use optimizer.backbone_lr_scale alone")
+        from timm.models import group_parameters
+
+        layers = group_parameters(model, model.group_matcher(coarse=False), reverse=True)
+    top = max(layers.values(), default=0)
+    groups: dict[tuple[bool, float], dict[str, Any]] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        decay = decay_all or not (param.ndim <= 1 or name.endswith(("pos_embed", "cls_token")))
+        in_classifier = classifier is not None and (name + ".").startswith(classifier + ".")
+        layers_above = top - layers.get(name, top)
+        scale = 1.0 if in_classifier else cfg.backbone_lr_scale * (cfg.layer_decay or 1.0) ** layers_above
+        group = groups.setdefault((decay, scale), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
+                                                   "lr": cfg.lr * scale})
+        group["params"].append(param)
+    return list(groups.values())
 
 
 def seed_all(seed: int) -> None:
@@ -25,9 +57,10 @@ class HubModule(pl.LightningModule):
     """Wraps a hub model with its task, optimiser and schedule."""
 
     def __init__(self, model: torch.nn.Module, task: Task, optimizer: OptimizerSection,
-                 scheduler: SchedulerSection, recipe: dict[str, Any] | None = None):
+                 scheduler: SchedulerSection, recipe: dict[str, Any] | None = None, classifier: str | None = None):
         super().__init__()
         self.model = model
+        self.classifier = classifier  # the family's classifier prefix, for optimizer.backbone_lr_scale
         self.task = task
         self.optimizer_cfg = optimizer
         self.scheduler_cfg = scheduler
@@ -85,17 +118,12 @@ class HubModule(pl.LightningModule):
 
     def configure_optimizers(self):
         cfg = self.optimizer_cfg
-        decay, no_decay = [], []
-        for name, param in self.model.named_parameters():
-            if param.requires_grad:
-                # Norm weights, biases, embeddings and tokens take no weight decay (as timm does).
-                (no_decay if param.ndim <= 1 or name.endswith(("pos_embed", "cls_token")) else decay).append(param)
-        groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        # Adam: coupled L2 on every parameter, as the GAT paper's Adam
+        groups = parameter_groups(self.plain_model, cfg, self.classifier, decay_all=cfg.name == "adam")
         if cfg.name == "adamw":
             optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
-        elif cfg.name == "adam":  # coupled L2 on every parameter, as the GAT paper's Adam
-            optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr, betas=cfg.betas,
-                                         weight_decay=cfg.weight_decay)
+        elif cfg.name == "adam":
+            optimizer = torch.optim.Adam(groups, lr=cfg.lr, betas=cfg.betas)
         else:
             optimizer = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum, nesterov=True)
         sched = self.scheduler_cfg

@@ -64,22 +64,39 @@ def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
             raise RecipeError(f"key 'model.args.{name}' is {args[name]} but the data '{recipe.data.name}' "
                               f"has {name}={value}")
         args[name] = value
+    fresh: set[str] = set()
     if recipe.model.init_from:
-        model = _init_from(recipe.model.init_from, recipe.model.name, args)
+        model, fresh = _init_from(recipe.model.init_from, recipe.model.name, args)
         model.train()
-        return model
-    return create_model(recipe.model.name, **args)
+    else:
+        model = create_model(recipe.model.name, **args)
+    if recipe.model.freeze_backbone:
+        freeze_backbone(model, entry.classifier, recipe.model.name, fresh)
+    return model
 
 
-def _init_from(name: str, family: str, args: dict[str, Any]) -> torch.nn.Module:
-    """Start from pretrained weights. When the data changes another dimension than ``num_classes`` (e.g.
-    ``in_channels``: a graph with other node features), the tensors that no longer fit are trained fresh."""
+def freeze_backbone(model: torch.nn.Module, classifier: str | None, family: str, fresh: set[str] = frozenset()) -> None:
+    """Leave only the parameters under the ``classifier`` prefix trainable (a linear probe), and the ``fresh`` ones
+    that no pretrained weight started (e.g. an input layer sized to other features)."""
+    trainable = 0
+    for name, param in model.named_parameters():
+        param.requires_grad = name in fresh or (classifier is not None and (name + ".").startswith(classifier + "."))
+        trainable += param.requires_grad
+    if not trainable:
+        raise RecipeError(f"key 'model.freeze_backbone': {family} has no classifier parameters to train "
+                          f"(classifier prefix {classifier!r}); fine-tune it whole instead")
+
+
+def _init_from(name: str, family: str, args: dict[str, Any]) -> tuple[torch.nn.Module, set[str]]:
+    """Start from pretrained weights; returns the model and the names of the tensors trained fresh. When the data
+    changes another dimension than ``num_classes`` (e.g. ``in_channels``: a graph with other node features), the
+    tensors that no longer fit are trained fresh (a new ``num_classes`` re-initialises the classifier)."""
     from hub.models import create_model, load, model_card
 
     card_args = model_card(name).model_args
     changed = sorted(k for k, v in args.items() if k != "num_classes" and k in card_args and card_args[k] != v)
     if not changed:
-        return load(name, **args)
+        return load(name, **args), set()
     pretrained = load(name).state_dict()  # verified against the card's sha256
     model = create_model(family, **args)
     own = model.state_dict()
@@ -87,7 +104,7 @@ def _init_from(name: str, family: str, args: dict[str, Any]) -> torch.nn.Module:
     model.load_state_dict(kept, strict=False)
     log.warning("%s: %s differ from the card's %s; trained fresh: %s", name,
                 {k: args[k] for k in changed}, {k: card_args[k] for k in changed}, sorted(set(own) - set(kept)))
-    return model
+    return model, set(own) - set(kept)
 
 
 def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, data_callbacks: list[pl.Callback],
@@ -208,7 +225,8 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
 
     if recipe.trainer.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    module = HubModule(model, task, recipe.optimizer, recipe.scheduler, recipe.to_dict())
+    module = HubModule(model, task, recipe.optimizer, recipe.scheduler, recipe.to_dict(),
+                       classifier=get_model_entry(recipe.model.name).classifier)
     if recipe.trainer.compile:
         module.model = torch.compile(module.model)
     recorder = RunRecorder(run_dir)
@@ -230,7 +248,9 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     if not trainer.is_global_zero:
         return run_dir
     # the checkpoint's weights (the average under EMA); its callbacks' states belong to the fitting trainer
-    module.load_state_dict(AtomicCheckpointIO().load_checkpoint(best_path)["state_dict"])
+    checkpoint = AtomicCheckpointIO().load_checkpoint(best_path)
+    module.load_state_dict(checkpoint["state_dict"])
+    kept_row = next((r for r in rows if r["epoch"] == checkpoint.get("epoch")), rows[-1] if rows else {})
     tester = single_device_trainer(recipe.trainer.accelerator, recipe.trainer.precision, progress)
     test_metrics = tester.test(module, datamodule=datamodule, verbose=False)
     test = {k: float(v) for k, v in (test_metrics[0] if test_metrics else {}).items()}
@@ -245,6 +265,8 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
         "best": {"monitor": monitor, "mode": mode, "value": float(best_score) if best_score is not None else None,
                  "epoch": best_epoch, "checkpoint": Path(best_path).name},
         "test": test,
+        # the task's validation metric of the tested weights (what a fine-tune policy is chosen on)
+        "validation": {"metric": task.monitor, "mode": task.mode, "value": kept_row.get(task.monitor)},
         "epoch_selection": _epoch_selection(recipe, monitor, mode) if best_path != last_path
         else "weights of the last epoch are tested (fixed schedule)",
         "replicas": replicas,

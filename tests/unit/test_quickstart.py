@@ -1,5 +1,7 @@
 """The quickstart chain: recipe -> run -> shipped weights -> load -> predict from PNG files -> fine-tune."""
 import csv
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,11 +114,26 @@ def test_finetune_on_an_image_folder(tmp_path, capsys):
     code = main(["finetune", "vit_digits.sklearn", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
                  "trainer.max_epochs=2", "--no-progress"])
     assert code == 0
-    run = capsys.readouterr().out.strip().splitlines()[-1].split("run folder: ")[1]
-    card = hub.model_card(run)
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    card = hub.model_card(str(run))
     assert card.label_names == ["class_0", "class_1", "class_7"]
     assert card.model_args["num_classes"] == 3
     assert card.recipe["resolved"]["model"]["init_from"] == "vit_digits.sklearn"
+    # --policy auto: a linear probe and a full fine-tune, each in its own folder; the better on validation is kept
+    choice = json.loads((run / "metrics.json").read_text())["policy"]
+    assert choice["asked"] == "auto" and list(choice["candidates"]) == ["linear-probe", "full"]
+    assert f"fine-tune policy: {choice['chosen']}" in out
+    values = {p: c["value"] for p, c in choice["candidates"].items()}
+    assert values[choice["chosen"]] == max(values.values())
+    assert run.name == choice["candidates"][choice["chosen"]]["run"]
+    probe, full = (run.parent / choice["candidates"][p]["run"] for p in ("linear-probe", "full"))
+    assert probe != full
+    assert hub.model_card(str(full)).recipe["resolved"]["optimizer"]["layer_decay"] == 0.75  # a timm ViT
+    pretrained, probed = hub.load("vit_digits.sklearn").state_dict(), hub.load(str(probe)).state_dict()
+    assert all(torch.equal(v, pretrained[k]) for k, v in probed.items() if not k.startswith("head."))
+    assert not torch.equal(hub.load(str(full)).state_dict()["blocks.0.attn.qkv.weight"],
+                           pretrained["blocks.0.attn.qkv.weight"])
 
 
 @pytest.mark.parametrize("layout, message", [

@@ -312,3 +312,37 @@ def test_joint_monitor_follows_the_gat_rule(repo, tmp_path):
     assert summary["best"]["epoch"] == best and "GAT" in summary["epoch_selection"]
     assert torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["epoch"] == best
     assert len(rows) == 8 or waited == 2  # stopped by patience, or ran out of epochs
+
+
+def test_parameter_groups_scale_the_backbone_and_decay_timm_layers():
+    import timm
+
+    from hub.recipe import OptimizerSection
+    from hub.run.module import parameter_groups
+
+    model = torch.nn.Sequential()
+    model.add_module("body", torch.nn.Linear(4, 4))
+    model.add_module("head", torch.nn.Linear(4, 2))
+    groups = parameter_groups(model, OptimizerSection(lr=1e-2, weight_decay=0.1, backbone_lr_scale=0.1), "head")
+    by_param = {id(p): (g["lr"], g["weight_decay"]) for g in groups for p in g["params"]}
+    assert by_param[id(model.body.weight)] == pytest.approx((1e-3, 0.1))
+    assert by_param[id(model.body.bias)] == pytest.approx((1e-3, 0.0))
+    assert by_param[id(model.head.weight)] == pytest.approx((1e-2, 0.1))
+    with pytest.raises(RecipeError, match="optimizer.layer_decay"):
+        parameter_groups(model, OptimizerSection(layer_decay=0.5), "head")
+    vit = timm.create_model("vit_tiny_patch16_224", img_size=32, patch_size=8, depth=3, num_classes=2)
+    lrs = {name: g["lr"] for g in parameter_groups(vit, OptimizerSection(lr=1.0, layer_decay=0.5), "head")
+           for name, p in vit.named_parameters() for q in g["params"] if p is q}
+    assert [lrs[n] for n in ("head.weight", "blocks.2.mlp.fc1.weight", "blocks.0.mlp.fc1.weight",
+                             "patch_embed.proj.weight")] == [1.0, 0.5, 0.125, 0.0625]
+
+
+def test_freeze_backbone_leaves_the_classifier_and_fresh_tensors_trainable():
+    from hub.run.train import freeze_backbone
+
+    model = hub.create_model("vit_digits", num_classes=3)
+    freeze_backbone(model, "head", "vit_digits", fresh={"patch_embed.proj.weight"})
+    trainable = sorted(n for n, p in model.named_parameters() if p.requires_grad)
+    assert trainable == ["head.bias", "head.weight", "patch_embed.proj.weight"]
+    with pytest.raises(RecipeError, match="no classifier parameters"):
+        freeze_backbone(model, None, "vit_digits")
