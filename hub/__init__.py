@@ -45,6 +45,24 @@ def create_model(name, num_classes=None, **model_args):
     return _create(name, num_classes=num_classes, **model_args)
 
 
+def transforms(name):
+    """The preprocessing of a pretrained tag's or run's weights, as torchvision's ``Weights.transforms()``: a callable
+    from one input in the public raw form of its data to what the model takes, so raw data in gives the card's
+    quality out. The raw forms, by input kind: an image file, PIL image or (H, W[, C]) uint8 array (``image``,
+    ``scene``); a table's rows as a pandas DataFrame or CSV path, with the training columns (``table``); ...
+
+    >>> import numpy as np, torch
+    >>> model, prepare = hub.load("vit_digits.sklearn"), hub.transforms("vit_digits.sklearn")
+    >>> x = torch.stack([prepare(np.zeros((8, 8), np.uint8))])  # one image -> (1, 1, 8, 8)
+    >>> model(x).shape
+    torch.Size([1, 10])
+    """
+    from hub.kinds import transform
+    from hub.models import model_card as _card
+
+    return transform(_card(name))
+
+
 def model_card(name):
     """The model card (:class:`hub.cards.PretrainedCfg`) of a pretrained tag or run folder."""
     from hub.models import model_card as _card

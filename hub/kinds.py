@@ -8,6 +8,9 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   (an image folder, a CSV table, a folder of WAV files, ...);
 - ``predict(card, model, paths, batch_size)`` runs the model over input files (or a folder), streaming in
   batches, and yields ``(names, outputs)``; a file that does not fit raises a clear error naming it;
+- ``transform(card)`` gives the preprocessing the card's weights expect (:func:`hub.transforms`): a callable from one
+  input in its public raw form (an image, a WAV file, a table's rows, PyG's ``Planetoid`` graph, ...) to the model's
+  input;
 - ``explain(card, model, inputs, out_dir[, data])`` draws what the model attends to for some inputs (image or
   audio files, node ids, unit numbers; default: a sample of the card's test data) and yields the figures' paths;
 - ``baseline(run_dir)`` scores a classical model on the split of a finished run, as a :class:`BaselineResult`, for
@@ -95,6 +98,11 @@ class InputKind:
         """``(names, outputs)`` for the inputs at ``paths``, ``batch_size`` at a time."""
         raise self.unsupported(PREDICT)
 
+    def transform(self, card) -> Callable[[Any], Any]:
+        """The preprocessing of the card's weights: a callable from one raw input (as the public data holds it) to
+        the model's input, a tensor or a dict of the model's keyword inputs (see :func:`hub.transforms`)."""
+        raise self.unsupported(TRANSFORM)
+
     def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
         """Figures of what the model attends to for ``inputs``, written to ``out_dir``."""
         raise self.unsupported(EXPLAIN)
@@ -109,9 +117,11 @@ class InputKind:
 
 
 KINDS: Registry[type[InputKind]] = Registry("input kind")
-FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE = ("fine-tuning on user data", "prediction from files", "explanations",
-                                              "a default recipe for user data")
-_OPERATIONS = {FINETUNE: "finetune_data", PREDICT: "predict", EXPLAIN: "explain", DEFAULT_RECIPE: "default_recipe"}
+FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE, TRANSFORM = (
+    "fine-tuning on user data", "prediction from files", "explanations", "a default recipe for user data",
+    "preprocessing of raw inputs")
+_OPERATIONS = {FINETUNE: "finetune_data", PREDICT: "predict", EXPLAIN: "explain", DEFAULT_RECIPE: "default_recipe",
+               TRANSFORM: "transform"}
 
 
 def register_kind(cls: type[InputKind]) -> type[InputKind]:
@@ -190,6 +200,11 @@ def baseline(card, run_dir) -> BaselineResult | None:
     """A classical baseline's test metrics on the split of ``run_dir``, or None when the input kind has none."""
     name = card.input_spec.get("kind", "")
     return KINDS.get(name)().baseline(run_dir) if name in KINDS else None
+
+
+def transform(card) -> Callable[[Any], Any]:
+    """The preprocessing the weights of ``card`` expect (the kind's ``transform``)."""
+    return kind_of(card).transform(card)
 
 
 def predict_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], Any]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -53,6 +53,19 @@ class TableKind(InputKind):
                 if pre.task == "regression":
                     out = out * pre.target_std + pre.target_mean
                 yield [str(i + 1) for i in range(start, start + len(out))], out
+
+    def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
+        """A table's rows (a pandas DataFrame, or a CSV path, with the training columns; the target column may be
+        there and is ignored) -> ``{"x_num": (N, F), "x_cat": (N, C)}``, the model's keyword inputs. A regression
+        model's outputs are the standardised target: ``out * target_std + target_mean`` is in its units."""
+        pre = TabularPreprocessor.from_dict(self.spec(card).preprocessor)
+
+        def prepare(rows) -> dict[str, torch.Tensor]:
+            frame = read_table(rows) if isinstance(rows, (str, Path)) else rows
+            x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(frame))
+            return {"x_num": x_num, "x_cat": x_cat}
+
+        return prepare
 
     def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
         return explain_rows(card, model, inputs, out_dir, data)

@@ -32,14 +32,29 @@ def open_image(path: str | Path, spec: dict[str, Any]):
 
 
 def read_image(path: str | Path, spec: dict[str, Any]) -> torch.Tensor:
-    """Read an image file as the ``(C, H, W)`` tensor a model with ``spec`` takes.
+    """Read an image file as the ``(C, H, W)`` tensor a model with ``spec`` takes (:func:`image_tensor`)."""
+    return image_tensor(open_image(path, spec), spec)
+
+
+def image_tensor(image, spec: dict[str, Any]) -> torch.Tensor:
+    """An image as the ``(C, H, W)`` tensor a model with ``spec`` takes: ``image`` is a file path, a PIL image or
+    an ``(H, W)`` / ``(H, W, C)`` uint8 array (0-255, as image files hold pixels).
 
     Conversions (documented, not errors): RGB to grey (ITU-R 601 luma) or grey to RGB as the spec
     asks; a different size is resized bilinearly; then ``(x / 255 - mean) / std``.
     """
     from PIL import Image
 
-    image = open_image(path, spec)
+    if isinstance(image, (str, Path)):
+        image = open_image(image, spec)
+    elif isinstance(image, np.ndarray):
+        if image.dtype != np.uint8 or image.ndim not in (2, 3):
+            raise DataError(f"an image array must be (H, W) or (H, W, C) uint8 (0-255), got {image.dtype} of shape "
+                            f"{image.shape}")
+        image = Image.fromarray(image)
+    elif not isinstance(image, Image.Image):
+        raise DataError(f"expected an image file path, a PIL image or a uint8 array, got {type(image).__name__}")
+    image = image.convert("L" if spec["channels"] == 1 else "RGB")
     if image.size != (spec["width"], spec["height"]):
         image = image.resize((spec["width"], spec["height"]), Image.BILINEAR)
     array = np.asarray(image, dtype=np.float32) / 255.0
