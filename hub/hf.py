@@ -53,7 +53,7 @@ def offline() -> bool:
     offline mode (the variables as they were when it was imported)."""
     from huggingface_hub import constants
 
-    return is_offline() or env_flag("HF_HUB_OFFLINE") or constants.is_offline_mode()
+    return is_offline() or env_flag("HF_HUB_OFFLINE") or constants.HF_HUB_OFFLINE
 
 
 def _endpoint() -> str | None:
@@ -156,9 +156,10 @@ def model_card_markdown(card: PretrainedCfg, repo_id: str, license_id: str) -> s
         "---", yaml.safe_dump(front, sort_keys=False).rstrip(), "---", "",
         f"# {card.name}", "",
         f"A `{card.family}` model for {card.task} ({card.num_params:,} parameters), published with Attention Hub.",
-        *(["", card.notes] if card.notes else []),
+        *(["", f"Notes: {card.notes}"] if card.notes else []),
         "", "## Metrics", "",
-        f"Test split: mean and standard deviation over the seeds {recipe.get('seeds', [])}.", "",
+        f"Test split: mean and standard deviation over the seeds {', '.join(map(str, recipe.get('seeds', [])))}.",
+        "",
         *_metric_rows(card),
         "", "## Data", "",
         f"`{data.get('name', 'unknown')}` with {data.get('args', {})}: {data.get('source', 'source not given')}; "
