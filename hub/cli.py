@@ -19,7 +19,9 @@ from hub.reproduction import ABSOLUTE_TOLERANCE
 EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs=5"
           "\n  attnhub predict vit_digits.sklearn digit.png"
           "\n  attnhub finetune tabr --data my.csv --target label"
-          "\n  attnhub predict RUN_DIR --data rows.csv --out preds.csv")
+          "\n  attnhub predict RUN_DIR --data rows.csv --out preds.csv"
+          "\n  attnhub publish RUN_DIR --name vit_digits.mine --to-hf alice/vit-digits"
+          "\n  attnhub predict hf-hub:alice/vit-digits digit.png")
 
 
 def _format_params(count: int | None) -> str:
@@ -234,6 +236,10 @@ def cmd_publish(args) -> int:
     card_path = publish(args.runs, args.name, dest=args.dest, notes=args.notes, paper=args.paper,
                         add_seeds=args.add_seeds)
     print(f"{'added seeds to' if args.add_seeds else 'published'} {args.name}: {card_path}")
+    if args.to_hf:
+        from hub.hf import upload
+
+        print(f"uploaded to the Hugging Face Hub: {upload(card_path, args.to_hf, license_id=args.license)}")
     return 0
 
 
@@ -326,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="predict files, one line per file: name, then top-k classes and probabilities "
                        "(regression models: the predicted values)")
-    p.add_argument("name", help="pretrained tag or run folder")
+    p.add_argument("name", help="pretrained tag, run folder, or hf-hub:OWNER/REPO[@REVISION] (a Hugging Face Hub "
+                   "repository written by publish --to-hf, downloaded into its cache; HUB_OFFLINE=1 or "
+                   "HF_HUB_OFFLINE=1: the cache only)")
     p.add_argument("files", nargs="*", help="input files (images, ...)")
     p.add_argument("--data", help="tabular models: a CSV of rows to predict (the target column may be absent); "
                    "writes row, prediction and proba_<class> per class")
@@ -386,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_bench)
 
-    p = sub.add_parser("publish", help="turn run folders into packaged safetensors weights and a model card")
+    p = sub.add_parser("publish", help="turn run folders into packaged safetensors weights and a model card; "
+                       "--to-hf also uploads them to the Hugging Face Hub")
     p.add_argument("runs", nargs="+", help="run folders of one recipe with different seeds; weights from the first")
     p.add_argument("--name", required=True, help="family.tag to publish as, e.g. vit_digits.sklearn")
     p.add_argument("--dest", help="folder for the files (default: the family's domain package pretrained/)")
@@ -396,6 +405,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--add-seeds", action="store_true",
                    help="add these runs' test metrics (more seeds of the card's recipe) to the already published "
                         "card NAME, keeping its weights; --notes, if given, replaces the card's notes")
+    p.add_argument("--to-hf", metavar="OWNER/REPO", help="then upload the published card (as card.json), its weights, "
+                   "its OOD statistics and a generated README.md model card to this Hugging Face Hub model repository "
+                   "(created if missing; token from HF_TOKEN or `hf auth login`, server from HF_ENDPOINT); load it "
+                   "with hf-hub:OWNER/REPO")
+    p.add_argument("--license", default="apache-2.0", help="with --to-hf: the licence id in the README's metadata "
+                   "(default apache-2.0, the hub's; the dataset's licence is on the card)")
     p.set_defaults(fn=cmd_publish)
     return parser
 

@@ -10,6 +10,7 @@ import torch
 
 from hub.cards import PretrainedCfg, read_card
 from hub.errors import HubError, OfflineError, UnknownModelError, WeightsError
+from hub.hf import download_card
 from hub.registry import (
     HF_HUB_PREFIX,
     TIMM_PREFIX,
@@ -43,7 +44,10 @@ def create_model(name: str, num_classes: int | None = None, **model_args) -> tor
 
 
 def model_card(name: str) -> PretrainedCfg:
-    """The card of a pretrained tag (``"vit_digits.sklearn"``) or of a run folder (``"./runs/..."``)."""
+    """The card of a pretrained tag (``"vit_digits.sklearn"``), of a run folder (``"./runs/..."``) or of a Hugging
+    Face Hub repository (``"hf-hub:OWNER/REPO[@REVISION]"``: downloaded with the files it names, :mod:`hub.hf`)."""
+    if name.startswith(HF_HUB_PREFIX):
+        return download_card(name)
     if is_run_path(name):
         path = Path(name).expanduser() / "card.json"
         if not path.is_file():
@@ -117,7 +121,9 @@ def load(name: str, pretrained: bool = True, num_classes: int | None = None, **m
 
     ``name`` is a family (``"vit_digits"``: untrained), a pretrained tag (``"vit_digits.sklearn"``:
     weights checked against the card's sha256), a run folder (``"runs/quickstart/..."``: its best
-    weights), or ``"timm/<arch>"`` for any timm architecture. With ``num_classes`` different from the
+    weights), ``"hf-hub:OWNER/REPO[@REVISION]"`` (a repository written by ``attnhub publish --to-hf``: its card and
+    weights downloaded into the Hugging Face cache, the sha256 checked as for a tag; :mod:`hub.hf`), or
+    ``"timm/<arch>"`` for any timm architecture. With ``num_classes`` different from the
     card's, everything but the classifier is loaded and the classifier is re-initialised.
     Pretrained models are returned in eval mode.
 
@@ -127,10 +133,7 @@ def load(name: str, pretrained: bool = True, num_classes: int | None = None, **m
     """
     if name.startswith(TIMM_PREFIX):
         return _load_timm(name[len(TIMM_PREFIX):], pretrained, num_classes, **model_args)
-    if name.startswith(HF_HUB_PREFIX):
-        raise UnknownModelError(f"{name!r}: loading from the Hugging Face Hub is not available yet; download the "
-                                "repository and load its folder by path")
-    if is_run_path(name):
+    if is_run_path(name) or name.startswith(HF_HUB_PREFIX):
         return load_from_card(model_card(name), pretrained, num_classes, **model_args)
     family, tag = split_name(name)
     if tag is None:

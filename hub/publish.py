@@ -1,7 +1,8 @@
 """Publishing: run folders of one recipe (several seeds) become shipped weights plus a model card.
 
-The weights are the first run's best checkpoint; the card's metrics are the mean and std of the
-test metrics over all the runs, so every shipped weight is reproducible from its recipe. Seeds run
+The weights (and the OOD statistics' sidecar, :mod:`hub.ood`) are the first run's best checkpoint's; the card's
+metrics are the mean and std of the test metrics over all the runs, so every shipped weight is reproducible from its
+recipe. Seeds run
 later join a published card with ``add_seeds`` (``attnhub publish RUN... --name NAME --add-seeds``).
 A published card holds no path of the machine that trained it: its recipe names the recipe file (relative) and
 the overrides, not the run's output folder, and a card with any other absolute path is refused.
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 from hub.cards import absolute_paths, portable_recipe, read_card, write_card
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
+from hub.ood import sidecar_name
 from hub.recipe import Recipe
 from hub.registry import get_model_entry, split_name
 from hub.weights import read_verified
@@ -121,5 +123,11 @@ def publish(runs: list[str], name: str, dest: str | None = None, notes: str = ""
     out_dir.mkdir(parents=True, exist_ok=True)
     weights = read_verified(Path(runs[0]) / "model.safetensors", first.sha256)
     atomic_write_bytes(out_dir / f"{name}.safetensors", weights)
+    if card.ood.get("file"):  # the run's OOD statistics go beside the weights too, named after the tag
+        sidecar = Path(runs[0]) / first.ood["file"]
+        if not sidecar.is_file():
+            raise HubError(f"{sidecar} is missing: the card of {runs[0]} names it as its OOD statistics")
+        card = dataclasses.replace(card, ood={**card.ood, "file": sidecar_name(card)})
+        atomic_write_bytes(out_dir / card.ood["file"], read_verified(sidecar, first.ood["sha256"]))
     write_card(card, card_path)
     return card_path

@@ -32,8 +32,13 @@ def cache_dir() -> Path:
     return Path(os.environ.get("HUB_CACHE", Path.home() / ".cache" / "attention-hub"))
 
 
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to 1, true or yes."""
+    return os.environ.get(name, "0").lower() in ("1", "true", "yes")
+
+
 def is_offline() -> bool:
-    return os.environ.get("HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    return env_flag("HUB_OFFLINE")
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -90,8 +90,9 @@ def test_a_folder_named_like_a_family_does_not_shadow_it(tmp_path, monkeypatch):
     with pytest.raises(UnknownModelError, match="vit_digits/missing is not a finished run folder"):
         hub.load_run("vit_digits/missing")
     assert is_run_path("./vit_digits") and is_run_path("runs/x") and not is_run_path("timm/vit_tiny_patch16_224")
-    with pytest.raises(UnknownModelError, match="not available yet"):
-        hub.load("hf-hub:owner/repo")
+    assert not is_run_path("hf-hub:owner/repo")
+    with pytest.raises(UnknownModelError, match="malformed Hugging Face Hub repository 'hf-hub:owner'"):
+        hub.load("hf-hub:owner")  # told by its form before any download
 
 
 def test_list_models_filters():
