@@ -133,6 +133,15 @@ def read_unit_csv(path: str | Path, sensors: list[str], window: int, time_column
     return table[:, 1:]
 
 
+def read_unit_columns(path: str | Path, time_column: str = "cycle") -> list[str]:
+    """The header of a unit CSV, which must name ``time_column``."""
+    header = [h.strip() for h in read_csv_rows(path, f"a header '{time_column},SENSOR,...' and one row per cycle")[0]]
+    if time_column not in header:
+        raise DataError(f"{path}: no time column {time_column!r} in the header {header}; expected the cycle number "
+                        "of each row in it (another name: data.args.time_column=NAME)")
+    return header
+
+
 def _unit_files(root: Path) -> list[Path]:
     if not root.is_dir():
         raise DataError(f"sensor folder {root} does not exist or is not a folder")
