@@ -414,8 +414,9 @@ def sensor_units(root: str, sensors: list[str] | None = None, window: int = 30, 
                  rul_cap: float = 125.0, time_column: str = "cycle", val_fraction: float = 0.15,
                  test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 256, num_workers: int = 0,
                  seed: int = 0) -> SensorUnitsData:
-    """A folder of run-to-failure unit CSVs (cycle column + sensor columns), split by unit; ``sensors``: the model's,
-    or None for every column but the time column (constant ones dropped)."""
+    """A folder of run-to-failure unit CSVs (cycle column + sensor columns), split by unit.
+
+    ``sensors``: a model's (all kept), or None for every column but the time column (the constant ones dropped)."""
     return SensorUnitsData(root, sensors, time_column, test_fraction, window=window, horizon=horizon, rul_cap=rul_cap,
                            val_fraction=val_fraction, split_seed=split_seed, batch_size=batch_size,
                            num_workers=num_workers, seed=seed)
