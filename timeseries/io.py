@@ -65,14 +65,20 @@ def check_adjacency(adj: np.ndarray, num_nodes: int, source: str) -> np.ndarray:
     return adj
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def read_adjacency_csv(path: str | Path, ids: list[str] | None = None) -> np.ndarray:
     """An (N, N) adjacency CSV, with or without a header row of sensor ids -> float32 array, checked."""
     path = Path(path)
     rows = read_csv_rows(path, "an N x N matrix of non-negative road weights, one row per sensor")
     header = None
-    try:
-        float(rows[0][0])
-    except ValueError:
+    if len(rows) == len(rows[0]) + 1 or not all(_is_number(cell) for cell in rows[0]):  # ids may be numbers
         header, rows = [h.strip() for h in rows[0]], rows[1:]
     try:
         adjacency = np.array([[float(c) for c in row] for row in rows], dtype=np.float32)

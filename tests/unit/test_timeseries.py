@@ -220,6 +220,16 @@ def test_adjacency_that_does_not_fit_is_refused(tmp_path):
         get_dataset_entry("traffic_csv").builder(root=str(root)).setup("fit")
 
 
+def test_adjacency_header_of_numeric_sensor_ids_is_read_as_a_header(tmp_path):
+    from timeseries.io import read_adjacency_csv
+
+    ids = ["773869", "767541", "767542"]  # Los-loop's ids are numbers
+    np.savetxt(tmp_path / "adjacency.csv", np.eye(3), delimiter=",", header=",".join(ids), comments="")
+    np.testing.assert_array_equal(read_adjacency_csv(tmp_path / "adjacency.csv", ids), np.eye(3))
+    with pytest.raises(DataError, match="same sensors in the same order"):
+        read_adjacency_csv(tmp_path / "adjacency.csv", ids[::-1])
+
+
 @pytest.mark.parametrize("minutes, with_time, names", [(15, True, ["speed_15min", "speed_30min", "speed_45min"]),
                                                         (15, False, ["speed_5min", "speed_10min", "speed_15min"])])
 def test_traffic_outputs_are_named_by_lead_time(tmp_path, minutes, with_time, names):
