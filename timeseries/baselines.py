@@ -90,8 +90,8 @@ def baseline_forecasts(data: TrafficSeriesData, split: str = "test") -> dict[str
 
 
 def forecast_metrics(forecast: np.ndarray, target: np.ndarray, stage: str = "test") -> dict[str, float]:
-    """The traffic task's metrics (``mae``, then ``mae_15``, ``rmse_15``, ``mape_15``, ...) of a forecast, as
-    ``stage/name``. Shapes: (S, T_out, N), (S, T_out, N)."""
+    """The traffic task's metrics of a forecast as ``stage/name``, in the order the task computes them (``mae`` over
+    all steps first, then ``mae_15``, ``mae_30``, ...). Shapes: (S, T_out, N), (S, T_out, N)."""
     metrics = TrafficForecastTask().metrics()
     metrics.update(torch.as_tensor(forecast, dtype=torch.float64), torch.as_tensor(target, dtype=torch.float64))
     return {f"{stage}/{k}": float(v) for k, v in metrics.compute().items()}
