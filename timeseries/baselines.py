@@ -1,21 +1,125 @@
-"""Classic baselines of the traffic forecasts: the historical average and the last value."""
+"""Classic baselines of the time-series tasks, on a run's own split for the report that ``attnhub finetune`` prints.
+
+* RUL: scikit-learn's HistGradientBoosting (default settings) on window statistics, per sensor the last value, mean,
+  standard deviation and least-squares slope over the window, fitted on the training windows to the RUL now;
+  scored on the test windows with the task's names (``test/rmse``, ``test/mae``, ``test/score``: the NASA score).
+* Traffic: the last value (the last reading of the input window, carried over every output step) and the
+  historical average (the mean of the training speeds at the same time of day). The one with the lower masked MAE
+  over all steps on the validation split (the task's ``val/mae``) is the baseline; the other's test metrics are
+  kept beside it under its name (``historical average test/mae``, ...).
+"""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import torch
 
-from timeseries.data import STEPS_PER_DAY, LosLoopData
+from hub.kinds import BaselineResult
+from timeseries.data import RULWindowData, TrafficSeriesData
+from timeseries.tasks import TrafficForecastTask, masked_mae, nasa_score_terms
+
+RUL_BASELINE = "HistGradientBoosting on window statistics"
 
 
-def baseline_forecasts(data: LosLoopData, split: str = "test") -> dict[str, np.ndarray]:
-    """Historical average (mean of the training speeds at the same time of day) and last value.
+def _run_data(run_dir):
+    """The set-up data module of a finished run (its resolved recipe rebuilds the split) and the run's seed."""
+    from hub.recipe import load_recipe
+    from hub.run.train import build_data
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    return build_data(recipe), recipe.seed
+
+
+def window_statistics(windows: np.ndarray) -> np.ndarray:
+    """Per sensor: the last value, mean, standard deviation and least-squares slope over the window.
+
+    Shapes: (W, T, S) -> (W, 4 S), the four statistics of every sensor in that order.
+
+    >>> window_statistics(np.arange(6.0).reshape(1, 3, 2)).tolist()
+    [[4.0, 5.0, 2.0, 3.0, 1.632993161855452, 1.632993161855452, 2.0, 2.0]]
+    """
+    t = np.arange(windows.shape[1]) - (windows.shape[1] - 1) / 2
+    slope = np.einsum("t,wts->ws", t, windows) / np.square(t).sum()
+    return np.concatenate([windows[:, -1], windows.mean(1), windows.std(1), slope], 1)
+
+
+def rul_baseline(data: RULWindowData, seed: int = 0) -> BaselineResult:
+    """HistGradientBoosting on :func:`window_statistics` of a set-up RUL data module: fitted on the training windows
+    (the RUL now, capped as the model's targets), scored on the test windows; predictions per test window, named by
+    unit and last cycle."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    x, y = (t.numpy() for t in data.train_set.tensors)
+    model = HistGradientBoostingRegressor(random_state=seed).fit(window_statistics(x.astype(np.float64)), y[:, 0])
+    x_test, y_test = (t.numpy() for t in data.test_set.tensors)
+    pred, target = model.predict(window_statistics(x_test.astype(np.float64))), y_test[:, 0].astype(np.float64)
+    metrics = {"test/rmse": float(np.sqrt(np.mean((pred - target) ** 2))),
+               "test/mae": float(np.mean(np.abs(pred - target))),
+               "test/score": float(nasa_score_terms(torch.from_numpy(pred), torch.from_numpy(target)).sum())}
+    return BaselineResult(RUL_BASELINE, metrics, {**data.test_windows, "target": target.tolist(),
+                                                  "prediction": pred.tolist()})
+
+
+def rul_baseline_on_run_split(run_dir) -> BaselineResult:
+    """:func:`rul_baseline` on the split of the run in ``run_dir``."""
+    return rul_baseline(*_run_data(run_dir))
+
+
+def baseline_forecasts(data: TrafficSeriesData, split: str = "test") -> dict[str, np.ndarray]:
+    """Historical average (the mean of the training speeds' readings at the same time of day; a sensor's training
+    mean where a slot has none) and last value (the last reading of the input window; the historical average where
+    the window has none). Zero speeds are missing readings, left out of both.
 
     Shapes: -> {"historical_average": (S, T_out, N), "last_value": (S, T_out, N)}.
     """
     window, _ = data.splits[split]
     train_end = data.splits["train"][0][-1, data.input_steps - 1] + 1
-    slots = np.arange(train_end) % STEPS_PER_DAY
-    profile = np.stack([data.speed[:train_end][slots == s].mean(0) for s in range(STEPS_PER_DAY)])  # (288, N)
-    future = window[:, data.input_steps:]  # (S, T_out) step indices
-    last = data.speed[window[:, data.input_steps - 1]]  # (S, N)
-    return {"historical_average": profile[future % STEPS_PER_DAY],
-            "last_value": np.repeat(last[:, None], data.output_steps, axis=1)}
+    speed, slots = data.speed[:train_end].astype(np.float64), data.time_slot[:train_end]
+    sums, counts = np.zeros((2, data.steps_per_day, speed.shape[1]))
+    np.add.at(sums, slots, speed)
+    np.add.at(counts, slots, speed != 0)
+    overall = speed.sum(0) / np.maximum((speed != 0).sum(0), 1)  # (N,)
+    profile = np.where(counts > 0, sums / np.maximum(counts, 1), overall)  # (steps per day, N)
+    historical = profile[data.time_slot[window[:, data.input_steps:]]]  # (S, T_out, N)
+    inputs = data.speed[window[:, :data.input_steps]]  # (S, T_in, N)
+    seen = inputs != 0
+    last_seen = data.input_steps - 1 - seen[:, ::-1].argmax(1)  # (S, N)
+    last = np.where(seen.any(1), np.take_along_axis(inputs, last_seen[:, None], 1)[:, 0], historical[:, 0])
+    return {"historical_average": historical, "last_value": np.repeat(last[:, None], data.output_steps, axis=1)}
+
+
+def forecast_metrics(forecast: np.ndarray, target: np.ndarray, stage: str = "test") -> dict[str, float]:
+    """The traffic task's metrics of a forecast as ``stage/name``, in the order the task computes them (``mae`` over
+    all steps first, then ``mae_15``, ``mae_30``, ...). Shapes: (S, T_out, N), (S, T_out, N)."""
+    metrics = TrafficForecastTask().metrics()
+    metrics.update(torch.as_tensor(forecast, dtype=torch.float64), torch.as_tensor(target, dtype=torch.float64))
+    return {f"{stage}/{k}": float(v) for k, v in metrics.compute().items()}
+
+
+def traffic_baseline(data: TrafficSeriesData) -> BaselineResult:
+    """Last value or historical average, whichever has the lower validation MAE (see the module doc), on the test
+    split of a set-up traffic data module; predictions per test sample and sensor: the data row of the first
+    forecast step (1-based), the sensor, and the forecast of each output step."""
+    val = baseline_forecasts(data, "val")
+    val_target = torch.as_tensor(data.splits["val"][1], dtype=torch.float64)
+    val_mae = {k: float(masked_mae(torch.as_tensor(v), val_target)) for k, v in val.items()}
+    chosen = min(val_mae, key=val_mae.get)
+    window, target = data.splits["test"]
+    forecasts = baseline_forecasts(data, "test")
+    metrics = forecast_metrics(forecasts[chosen], target)
+    for other in (k for k in forecasts if k != chosen):
+        metrics.update({f"{other.replace('_', ' ')} {k}": v for k, v in forecast_metrics(forecasts[other],
+                                                                                        target).items()})
+    samples, _, num_nodes = target.shape
+    sensors = data.input_spec.get("sensors") or [str(i) for i in range(num_nodes)]
+    rows = forecasts[chosen].transpose(0, 2, 1).reshape(samples * num_nodes, -1)  # (S N, T_out)
+    predictions = {"row": np.repeat(window[:, data.input_steps] + 1, num_nodes).tolist(),
+                   "sensor": sensors * samples,
+                   **{name: rows[:, i].round(4).tolist() for i, name in enumerate(data.output_names)}}
+    return BaselineResult(chosen.replace("_", " "), metrics, predictions)
+
+
+def traffic_baseline_on_run_split(run_dir) -> BaselineResult:
+    """:func:`traffic_baseline` on the split of the run in ``run_dir``."""
+    return traffic_baseline(_run_data(run_dir)[0])

@@ -43,7 +43,11 @@ least ``window`` rows per unit. Anything else raises :class:`hub.errors.DataErro
 
 * ``attnhub finetune rul_attention.fd001 --data FOLDER``: every CSV in FOLDER is a run-to-failure unit
   (its last row is the failure), split by unit into train/val/test (70/15/15);
-  the min-max scaling is refitted on the training units and written to the new card.
+  the min-max scaling is refitted on the training units and written to the new card. Units that lack the
+  card's sensors are refused, naming the family to train from scratch instead.
+* ``attnhub finetune rul_attention --data FOLDER`` (a family, no tag): trained from scratch on every column but
+  the time column, whatever the sensors' names; the sensors with fewer than 3 distinct values over the training
+  units are dropped (as on FD001) and reported; the FD001 recipe's 30-cycle windows, RUL cap and min-max scaling.
 * ``attnhub predict rul_attention.fd001 unit7.csv ...``: the last ``window`` rows of each file, scaled
   with the card's min/max, give the RUL now and its forecast over the next cycles.
 
@@ -59,13 +63,15 @@ a negative speed, timestamps that are not equally spaced (a gap in time) or go b
 ``adjacency.csv``: the (N, N) road graph, non-negative weights (0: no road between two sensors), with
 or without a header row; a header must list the sensor ids of ``speeds.csv`` in the same order.
 
-* ``attnhub finetune testam.RUN --data FOLDER``: trains on the folder's speeds, chronological
-  70/10/20 split, with its road graph (the model args ``graph`` is the adjacency CSV's path).
+* ``attnhub finetune testam.RUN --data FOLDER`` (or the family ``testam`` / ``traffic_gru``, from scratch):
+  trains on the folder's speeds, chronological 70/10/20 split, with its road graph (the model args ``graph``
+  is the adjacency CSV's path as FOLDER names it: relative when FOLDER is, so the card holds no machine path).
 * ``attnhub predict NAME speeds.csv``: the forecast from the last ``input_steps`` rows of each file,
   one line per sensor (``file:sensor``) with the next ``output_steps`` speeds.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +82,9 @@ from hub.data import HubDataModule, data_dir, dataset_file
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import read_verified
-from timeseries.io import _unit_files, read_adjacency_csv, read_speed_csv, read_unit_csv
+from timeseries.io import _unit_files, read_adjacency_csv, read_speed_csv, read_unit_columns, read_unit_csv
+
+log = logging.getLogger("hub")
 
 SENSOR_NAMES = [f"s{i}" for i in range(1, 22)]
 # The copy named in ../shared/data/cmapss/PROVENANCE.md (NASA PCoE data, mirrored on GitHub at a fixed commit).
@@ -185,6 +193,8 @@ class RULWindowData(HubDataModule):
         self.sensors: list[str] = []
         self.test_units: dict[int, np.ndarray] = {}  # scaled, for plots and trajectories
         self.test_rul_at_end: dict[int, float] = {}
+        self.unit_names: dict[int, str] = {}  # unit -> its name for the user (a file's stem); default: its number
+        self.test_windows: dict[str, list] = {}  # "unit" and "cycle" (the last one) of each test window
 
     def load(self) -> tuple[dict, dict, dict, list[str]]:
         raise NotImplementedError
@@ -196,7 +206,9 @@ class RULWindowData(HubDataModule):
         """Indices of the sensors used as inputs: the varying ones."""
         return varying_sensors(train_units, names)
 
-    def _windows(self, units: dict, rul_at_end: dict | None, last_only: bool, cap: float | None):
+    def _windows(self, units: dict, rul_at_end: dict | None, last_only: bool, cap: float | None,
+                 ids: dict[str, list] | None = None):
+        """The windows of ``units`` and their targets; ``ids`` (if given) gets the unit name and last cycle of each."""
         xs, ys = [], []
         for unit, series in units.items():
             windows = sliding_windows(series, self.window)  # (N, window, S)
@@ -206,6 +218,10 @@ class RULWindowData(HubDataModule):
                 targets = np.minimum(targets, cap)
             xs.append(windows[-1:] if last_only else windows)
             ys.append(targets[-1:] if last_only else targets)
+            if ids is not None:
+                ends = [len(series)] if last_only else range(self.window, len(series) + 1)
+                ids.setdefault("unit", []).extend([self.unit_names.get(unit, str(unit))] * len(ends))
+                ids.setdefault("cycle", []).extend(ends)
         return TensorDataset(torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys)).float())
 
     def setup(self, stage: str | None = None) -> None:
@@ -221,7 +237,8 @@ class RULWindowData(HubDataModule):
         self.test_rul_at_end = dict(test_rul)
         self.train_set = self._windows({u: scaled[u] for u in train_ids}, None, False, self.rul_cap)
         self.val_set = self._windows({u: scaled[u] for u in val_ids}, None, False, self.rul_cap)
-        self.test_set = self._windows(self.test_units, test_rul, last_only=bool(test_rul), cap=self.test_rul_cap())
+        self.test_windows = {}
+        self.test_set = self._windows(self.test_units, test_rul, bool(test_rul), self.test_rul_cap(), self.test_windows)
         self.input_spec = {"kind": "sensor_series", "window": self.window, "horizon": self.horizon,
                            "sensors": self.sensors, "min": [float(v) for v in low], "max": [float(v) for v in high],
                            "rul_cap": self.rul_cap}
@@ -289,6 +306,8 @@ class TrafficSeriesData(HubDataModule):
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.mean = self.std = 0.0
         self.graph = ""
+        self.time_slot = np.zeros(0, dtype=np.int64)  # (T,) each step's slot of the day, for the historical average
+        self.steps_per_day = 0
         self.splits: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # raw windows for the baselines
 
     def load(self) -> tuple[np.ndarray, np.ndarray, str, dict]:
@@ -320,12 +339,14 @@ class TrafficSeriesData(HubDataModule):
             self.splits[name] = (window, y)
             setattr(self, f"{name}_set", TensorDataset(torch.from_numpy(x), torch.from_numpy(y)))
         self.speed = speed
+        step_seconds = round((float(time_of_day[1] - time_of_day[0]) % 1.0) * 86400) or 86400  # one step
+        self.steps_per_day = max(1, round(86400 / step_seconds))
+        self.time_slot = np.round(time_of_day * 86400 / step_seconds).astype(np.int64) % self.steps_per_day
         self.input_spec = {"kind": "traffic_series", "input_steps": self.input_steps, "output_steps": self.output_steps,
                            "num_nodes": speed.shape[1], "graph": self.graph, "mean": self.mean, "std": self.std,
                            **info.pop("spec", {})}
         self.info = {**info, "samples": [len(v) for v in parts.values()]}
-        day_fraction = float(time_of_day[1] - time_of_day[0]) % 1.0  # one step, as a fraction of a day
-        self.output_names = forecast_output_names(self.output_steps, round(day_fraction * 86400) or 86400)
+        self.output_names = forecast_output_names(self.output_steps, step_seconds)
 
     def model_args(self):
         return {"num_nodes": self.speed.shape[1], "input_steps": self.input_steps, "output_steps": self.output_steps,
@@ -356,30 +377,46 @@ def los_loop(input_steps: int = 12, output_steps: int = 12, val_fraction: float 
 
 
 class SensorUnitsData(RULWindowData):
-    """A folder of run-to-failure unit CSVs; train/val/test by unit; every given sensor is kept."""
+    """A folder of run-to-failure unit CSVs; train/val/test by unit. Given ``sensors`` (a model's) are all kept;
+    without them every column but ``time_column`` is a sensor, and the constant ones are dropped and reported."""
 
-    def __init__(self, root: str, sensors: list[str], time_column: str = "cycle", test_fraction: float = 0.15,
-                 **kwargs):
+    def __init__(self, root: str, sensors: list[str] | None = None, time_column: str = "cycle",
+                 test_fraction: float = 0.15, **kwargs):
         super().__init__(**kwargs)
-        self.root, self.sensor_names, self.time_column = Path(root), list(sensors), time_column
-        self.test_fraction = test_fraction
+        self.root, self.time_column, self.test_fraction = Path(root), time_column, test_fraction
+        self.sensor_names = None if sensors is None else list(sensors)
         self.info = {"source": str(self.root), "license": "the user's data"}
 
     def select_sensors(self, train_units, names):
-        return list(range(len(names)))  # the model's sensors, even if one is constant here
+        if self.sensor_names is not None:
+            return list(range(len(names)))  # the model's sensors, even if one is constant here
+        keep = varying_sensors(train_units, names)
+        dropped = [n for i, n in enumerate(names) if i not in keep]
+        if dropped:
+            self.info["constant_sensors_dropped"] = dropped
+            log.warning("%s: sensor(s) %s have fewer than 3 distinct values over the training units; dropped",
+                        self.root, dropped)
+        return keep
 
     def load(self):
         files = _unit_files(self.root)
-        units = {i: read_unit_csv(f, self.sensor_names, self.window, self.time_column) for i, f in enumerate(files)}
+        names = self.sensor_names
+        if names is None:
+            names = [c for c in read_unit_columns(files[0], self.time_column) if c != self.time_column]
+        units = {i: read_unit_csv(f, names, self.window, self.time_column) for i, f in enumerate(files)}
+        self.unit_names = {i: f.stem for i, f in enumerate(files)}
         train_ids, test_ids = split_units(list(units), self.test_fraction, self.split_seed + 1)
-        return ({u: units[u] for u in train_ids}, {u: units[u] for u in test_ids}, {}, self.sensor_names)
+        return {u: units[u] for u in train_ids}, {u: units[u] for u in test_ids}, {}, names
 
 
 @register_dataset(task="rul-regression")
-def sensor_units(root: str, sensors: list[str], window: int = 30, horizon: int = 10, rul_cap: float = 125.0,
-                 time_column: str = "cycle", val_fraction: float = 0.15, test_fraction: float = 0.15,
-                 split_seed: int = 0, batch_size: int = 256, num_workers: int = 0, seed: int = 0) -> SensorUnitsData:
-    """A folder of run-to-failure unit CSVs (cycle column + sensor columns), split by unit."""
+def sensor_units(root: str, sensors: list[str] | None = None, window: int = 30, horizon: int = 10,
+                 rul_cap: float = 125.0, time_column: str = "cycle", val_fraction: float = 0.15,
+                 test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 256, num_workers: int = 0,
+                 seed: int = 0) -> SensorUnitsData:
+    """A folder of run-to-failure unit CSVs (cycle column + sensor columns), split by unit.
+
+    ``sensors``: a model's (all kept), or None for every column but the time column (the constant ones dropped)."""
     return SensorUnitsData(root, sensors, time_column, test_fraction, window=window, horizon=horizon, rul_cap=rul_cap,
                            val_fraction=val_fraction, split_seed=split_seed, batch_size=batch_size,
                            num_workers=num_workers, seed=seed)
@@ -402,7 +439,7 @@ class TrafficCSVData(TrafficSeriesData):
                             f"{self.expect_num_nodes}")
         adjacency_path = self.root / "adjacency.csv"
         read_adjacency_csv(adjacency_path, ids)  # checked now, before any training
-        return speed, time_of_day, str(adjacency_path.resolve()), {
+        return speed, time_of_day, adjacency_path.as_posix(), {
             "source": str(self.root), "license": "the user's data", "spec": {"sensors": ids}}
 
 

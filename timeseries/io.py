@@ -65,14 +65,20 @@ def check_adjacency(adj: np.ndarray, num_nodes: int, source: str) -> np.ndarray:
     return adj
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def read_adjacency_csv(path: str | Path, ids: list[str] | None = None) -> np.ndarray:
     """An (N, N) adjacency CSV, with or without a header row of sensor ids -> float32 array, checked."""
     path = Path(path)
     rows = read_csv_rows(path, "an N x N matrix of non-negative road weights, one row per sensor")
     header = None
-    try:
-        float(rows[0][0])
-    except ValueError:
+    if len(rows) == len(rows[0]) + 1 or not all(_is_number(cell) for cell in rows[0]):  # ids may be numbers
         header, rows = [h.strip() for h in rows[0]], rows[1:]
     try:
         adjacency = np.array([[float(c) for c in row] for row in rows], dtype=np.float32)
@@ -131,6 +137,15 @@ def read_unit_csv(path: str | Path, sensors: list[str], window: int, time_column
         raise DataError(f"{path}: '{time_column}' must go up by 1 each row (no gaps, in time order); "
                         f"row {at + 2} has {table[at, 0]:g}, row {at + 3} has {table[at + 1, 0]:g}")
     return table[:, 1:]
+
+
+def read_unit_columns(path: str | Path, time_column: str = "cycle") -> list[str]:
+    """The header of a unit CSV, which must name ``time_column``."""
+    header = [h.strip() for h in read_csv_rows(path, f"a header '{time_column},SENSOR,...' and one row per cycle")[0]]
+    if time_column not in header:
+        raise DataError(f"{path}: no time column {time_column!r} in the header {header}; expected the cycle number "
+                        "of each row in it (another name: data.args.time_column=NAME)")
+    return header
 
 
 def _unit_files(root: Path) -> list[Path]:

@@ -220,6 +220,16 @@ def test_adjacency_that_does_not_fit_is_refused(tmp_path):
         get_dataset_entry("traffic_csv").builder(root=str(root)).setup("fit")
 
 
+def test_adjacency_header_of_numeric_sensor_ids_is_read_as_a_header(tmp_path):
+    from timeseries.io import read_adjacency_csv
+
+    ids = ["773869", "767541", "767542"]  # Los-loop's ids are numbers
+    np.savetxt(tmp_path / "adjacency.csv", np.eye(3), delimiter=",", header=",".join(ids), comments="")
+    np.testing.assert_array_equal(read_adjacency_csv(tmp_path / "adjacency.csv", ids), np.eye(3))
+    with pytest.raises(DataError, match="same sensors in the same order"):
+        read_adjacency_csv(tmp_path / "adjacency.csv", ids[::-1])
+
+
 @pytest.mark.parametrize("minutes, with_time, names", [(15, True, ["speed_15min", "speed_30min", "speed_45min"]),
                                                         (15, False, ["speed_5min", "speed_10min", "speed_15min"])])
 def test_traffic_outputs_are_named_by_lead_time(tmp_path, minutes, with_time, names):
@@ -241,11 +251,11 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
                       f"output_dir: {tmp_path / 'runs'}\n")
     run = train(str(recipe), progress=False)
     card = hub.model_card(str(run))
-    assert card.model_args["graph"] == str((root / "adjacency.csv").resolve()) and card.input_spec["sensors"][0] == "s0"
+    assert card.model_args["graph"] == (root / "adjacency.csv").as_posix() and card.input_spec["sensors"][0] == "s0"
     other = _traffic_folder(tmp_path / "other", steps=4 * 288)
     assert main(["finetune", str(run), "--data", str(other), "trainer.max_epochs=1", "trainer.limit_train_batches=2",
                  "--output-dir", str(tmp_path / "ft"), "--no-progress"]) == 0
-    finetuned = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("run folder: ")
+    finetuned = capsys.readouterr().out.split("run folder: ")[1].split()[0]
     assert main(["predict", finetuned, str(other / "speeds.csv"), "--no-progress"]) == 0
     header, *lines = capsys.readouterr().out.strip().splitlines()
     names = [f"speed_{5 * h}min" for h in range(1, 13)]  # the folder's 288 steps a day
@@ -255,3 +265,107 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     assert all(len(line.split()) == 1 + 3 * 12 + 2 for line in lines), lines
     assert main(["explain", finetuned, "val", "--out", str(tmp_path / "fig")]) == 0  # TESTAM's routing
     assert (tmp_path / "fig" / "routing_val.png").stat().st_size > 1000
+
+
+def _sensor_folder(root, units=8, sensors=("temp_a", "pressure_b", "flat", "vib c"), seed=0):
+    """Run-to-failure units as a user holds them: a CSV per unit, a cycle column and sensors of any names; the
+    first sensor falls linearly to failure (so its last value tells the RUL), ``flat`` is constant."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for unit in range(units):
+        cycles = int(rng.integers(45, 80))
+        rul = np.arange(cycles - 1, -1, -1.0)
+        columns = {"temp_a": 500 + 0.5 * rul, "pressure_b": rng.normal(10, 1, cycles), "flat": np.full(cycles, 7.0),
+                   "vib c": 0.01 * rul + rng.normal(0, 0.1, cycles)}
+        lines = [",".join(["cycle", *sensors])]
+        lines += [",".join([str(c + 1), *(f"{columns[s][c]:.4f}" for s in sensors)]) for c in range(cycles)]
+        (root / f"engine_{unit}.csv").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_cli_trains_a_rul_family_from_scratch_on_any_sensor_names(tmp_path, capsys, caplog):
+    import csv
+    import json
+    from pathlib import Path
+
+    folder = _sensor_folder(tmp_path / "units")
+    assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "sensor(s) ['flat'] have fewer than 3 distinct values" in caplog.text  # reported, then dropped
+    run = Path(out.split("run folder: ")[1].split()[0])
+    card = hub.model_card(str(run))
+    assert card.input_spec["sensors"] == ["temp_a", "pressure_b", "vib c"] and card.model_args["num_sensors"] == 3
+    assert card.data["constant_sensors_dropped"] == ["flat"]
+    kept = json.loads((run / "metrics.json").read_text())["baseline"]
+    assert kept["name"] == "HistGradientBoosting on window statistics" and kept["metric"] == "test/rmse"
+    assert list(kept["test"]) == ["test/rmse", "test/mae", "test/score"]
+    verdict = "is at least as good as HistGradientBoosting" if kept["model_is_better"] else "WARNING: HistGradient"
+    assert verdict in out
+    rows = list(csv.DictReader(open(run / kept["predictions"])))
+    (test_unit,) = {r["unit"] for r in rows}  # 8 units: one held out for test
+    cycles = len((folder / f"{test_unit}.csv").read_text().splitlines()) - 1
+    assert len(rows) == cycles - 29 and [int(r["cycle"]) for r in rows] == list(range(30, cycles + 1))
+    rmse = np.sqrt(np.mean([(float(r["target"]) - float(r["prediction"])) ** 2 for r in rows]))
+    assert rmse == pytest.approx(kept["test"]["test/rmse"], rel=1e-6)
+
+
+def test_rul_baseline_reads_the_rul_off_a_linear_sensor(tmp_path):
+    from timeseries.baselines import rul_baseline
+
+    data = get_dataset_entry("sensor_units").builder(root=str(_sensor_folder(tmp_path / "u", units=12)))
+    data.setup()
+    result = rul_baseline(data)
+    assert result.metrics["test/rmse"] < 3  # the RUL spans 0-79 cycles: a baseline that learnt nothing is ~20 off
+    assert len(result.predictions["prediction"]) == len(data.test_set)
+
+
+def test_bad_sensor_units_are_refused_before_training(tmp_path, capsys):
+    folder = _sensor_folder(tmp_path / "units")
+    for path in folder.glob("*.csv"):
+        path.write_text(path.read_text().replace("cycle,", "time,", 1))
+    assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.accelerator=cpu", "--no-progress"]) == 2
+    assert "no time column 'cycle'" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def test_a_rul_tag_on_other_sensors_names_the_family_to_train_from_scratch(tmp_path, capsys):
+    folder = _sensor_folder(tmp_path / "units")
+    assert main(["finetune", "rul_attention.fd001", "--data", str(folder), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "lacks the sensor column(s) ['s2'" in err and f"attnhub finetune rul_attention --data {folder}" in err
+
+
+def test_cli_trains_a_traffic_family_from_scratch_with_its_baseline(tmp_path, capsys, monkeypatch):
+    import csv
+    import json
+    from pathlib import Path
+
+    from hub.cards import absolute_paths
+
+    monkeypatch.chdir(tmp_path)  # the folder named relatively, as the card then holds it
+    _traffic_folder(tmp_path / "t")
+    assert main(["finetune", "traffic_gru", "--data", "t", "--output-dir", "runs", "trainer.max_epochs=1",
+                 "trainer.accelerator=cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    kept = json.loads((run / "metrics.json").read_text())["baseline"]
+    assert kept["name"] in ("last value", "historical average") and kept["metric"] == "test/mae"
+    other = "historical average" if kept["name"] == "last value" else "last value"
+    assert f"{other} test/mae_15" in kept["test"] and "test/rmse_60" in kept["test"]
+    assert ("is at least as good as" if kept["model_is_better"] else f"WARNING: {kept['name']} beats") in out
+    rows = list(csv.DictReader(open(run / kept["predictions"])))
+    samples = json.loads((run / "card.json").read_text())["data"]["samples"]
+    assert len(rows) == samples[2] * 4 and list(rows[0])[:3] == ["row", "sensor", "speed_5min"]
+    card = json.loads((run / "card.json").read_text())
+    assert card["input_spec"]["graph"] == "t/adjacency.csv" and absolute_paths(card) == []
+
+
+def test_traffic_baseline_picks_the_historical_average_on_a_daily_cycle(tmp_path):
+    from timeseries.baselines import traffic_baseline
+
+    data = get_dataset_entry("traffic_csv").builder(root=str(_traffic_folder(tmp_path / "t", steps=5 * 288)))
+    data.setup()
+    result = traffic_baseline(data)  # the same day repeats: the historical average is exact but for blank readings
+    assert result.name == "historical average" and result.metrics["test/mae"] < 0.05
+    assert result.metrics["last value test/mae"] > 0.5  # a sine of amplitude 10 moves ~0.9 mph an hour
