@@ -13,12 +13,15 @@ and task with the model swapped: see :func:`family_recipes`), takes one real tra
   activations, gradients and optimizer state are all new (sampled every millisecond; CPU), or
   ``max_memory_allocated`` (CUDA);
 - the achieved FLOP/s of a training step as a fraction of the machine's matrix-multiply peak, measured in the
-  same process as the best of several sizes and repetitions of a float32 GEMM (:func:`benchmarks.timing.gemm_peak`);
-  a row above 100% is refused (:class:`ImplausibleRow`): its FLOP count or its peak is wrong;
+  same process as the best of several sizes and repetitions of a float32 GEMM (:func:`benchmarks.timing.gemm_peak`),
+  right before and right after the timed steps (the better of the two, so a burst of load on a shared machine
+  during one of them does not lower the peak below what the steps had); a row above 100% is refused
+  (:class:`ImplausibleRow`): its FLOP count or its peak is wrong;
 - where a reference implementation exists (:mod:`benchmarks.references`), its training items/s in the same
-  process as a ratio.
+  process as a ratio, one per form of the input both are fed (GAT: sparse CSR and dense features).
 
-It also times ``import hub`` against ``import torch`` in fresh processes (medians of 5). Results go to
+It also times ``import hub``, ``attnhub list``, ``attnhub info`` and ``attnhub --help`` against ``import torch`` in
+fresh processes, interleaved round by round (medians of 5). Results go to
 ``<report>.md`` and ``<report>.json`` in ``benchmarks/results/`` (machine, torch version and thread count at the
 top); recipes are named relative to the recipes folder's parent, so the report holds no path of the machine.
 """
@@ -31,7 +34,7 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +50,21 @@ class ImplausibleRow(HubError):
     """A measured row that cannot be right, such as a training step faster than the machine's GEMM peak."""
 
 
-def import_times(repeats: int = 5) -> dict[str, float]:
-    """Median wall time of ``import torch`` and of ``import hub`` in fresh interpreters."""
-    result = {}
-    for module in ("torch", "hub"):
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
-            times.append(time.perf_counter() - start)
-        result[module] = statistics.median(times)
-    return result
+INFO_TAG = "vit_digits.sklearn"  # the quickstart's tag
+STARTUP_COMMANDS = {"import torch": ["-c", "import torch"], "import hub": ["-c", "import hub"],
+                    "attnhub list": ["-m", "hub", "list"], f"attnhub info {INFO_TAG}": ["-m", "hub", "info", INFO_TAG],
+                    "attnhub --help": ["-m", "hub", "--help"]}
+
+
+def startup_times(repeats: int = 5) -> dict[str, float]:
+    """Median wall time of each of :data:`STARTUP_COMMANDS` in a fresh interpreter (``attnhub X`` run as
+    ``python -m hub X`` in the checkout, so the checkout's code is timed), the commands interleaved round by round
+    after one warm-up round, so that a change of load on the machine falls on all of them alike."""
+    def command(args: list[str]):
+        return lambda: subprocess.run([sys.executable, *args], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+    times = timed([command(args) for args in STARTUP_COMMANDS.values()], repeats, 1, "cpu")
+    return {label: statistics.median(seconds) for label, seconds in zip(STARTUP_COMMANDS, times)}
 
 
 def family_recipes(recipes_dir: Path, families: list[str]) -> dict[str, tuple[Path, str]]:
@@ -115,7 +122,7 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     """Measure one recipe's model on one real training batch (run in a fresh process by :func:`run`);
     ``family`` swaps in another model family on the recipe's data, keeping the recipe's model arguments that
     the family's builder accepts."""
-    from benchmarks.references import reference_step
+    from benchmarks.references import reference_steps
     from hub.recipe import load_recipe
     from hub.run.module import seed_all
     from hub.run.train import build_data, build_model
@@ -141,11 +148,15 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     items = task.batch_size(batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-    def train_step():
-        optimizer.zero_grad(set_to_none=True)
-        loss, _, _ = task.step(model, batch, "train")
-        loss.backward()
-        optimizer.step()
+    def step_on(inputs) -> Callable[[], None]:
+        def step():
+            optimizer.zero_grad(set_to_none=True)
+            loss, _, _ = task.step(model, inputs, "train")
+            loss.backward()
+            optimizer.step()
+        return step
+
+    train_step = step_on(batch)
 
     def infer_step():
         with torch.inference_mode():
@@ -160,8 +171,19 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     forward_flops = _count_flops(lambda: task.step(model, batch, "train"))
     train_flops = _count_flops(train_step)
 
-    reference = reference_step(recipe.model.name, model, batch)
-    train_times, *reference_times = timed([train_step, *([reference[1]] if reference else [])], steps, warmup, device)
+    comparisons = reference_steps(recipe.model.name, model, batch, step_on)
+    peak_before = gemm_peak(device=device)
+    steps_timed = [train_step, *(fn for _, ours, ref in comparisons for fn in ([ref] if ours is None else [ours, ref]))]
+    times = iter(timed(steps_timed, steps, warmup, device))
+    train_times = next(times)
+    references = []
+    for description, ours, _ in comparisons:
+        ours_times = train_times if ours is None else next(times)
+        reference_times = next(times)
+        references.append({
+            "reference": description, "reference_train_items_per_s": items / statistics.median(reference_times),
+            # the ratio of each round's adjacent pair of steps, then the median: load drift cancels within a pair
+            "speed_ratio": statistics.median(r / t for t, r in zip(ours_times, reference_times))})
     train_time = statistics.median(train_times)
     model.eval()
     infer_time = statistics.median(timed([infer_step], steps, warmup, device)[0])
@@ -172,13 +194,9 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
         "forward_flops_per_item": forward_flops / items, "train_flops_per_item": train_flops / items,
         "train_items_per_s": items / train_time, "infer_items_per_s": items / infer_time,
         "train_flop_per_s": train_flops / train_time, "peak_memory_mb": memory,
-        "gemm_peak_flop_per_s": gemm_peak(device=device),  # in this process, right after the timed steps
+        # in this process, right before and after the timed steps: the better of the two
+        "gemm_peak_flop_per_s": max(peak_before, gemm_peak(device=device)), "references": references,
     }
-    if reference is not None:
-        result["reference"] = reference[0]
-        result["reference_train_items_per_s"] = items / statistics.median(reference_times[0])
-        # the ratio of each round's adjacent pair of steps, then the median: load drift cancels within a pair
-        result["speed_ratio"] = statistics.median(r / t for t, r in zip(train_times, reference_times[0]))
     return result
 
 
@@ -215,12 +233,13 @@ def format_table(results: list[dict[str, Any]]) -> list[str]:
         if "error" in r:
             lines.append(f"| {r['family']} | {recipe} | | | | | | | | | | failed: {r['error']} | |")
             continue
-        ratio = f"{r['speed_ratio']:.2f}x" if "speed_ratio" in r else ""
+        references = "; ".join(c["reference"] for c in r.get("references", []))
+        ratios = "; ".join(f"{c['speed_ratio']:.2f}x" for c in r.get("references", []))
         lines.append(
             f"| {r['family']} | {recipe} | {r['task']} | {r['params']:,} | {r['forward_flops_per_item'] / 1e6:.2f} | "
             f"{r['items_per_batch']} | {r['train_items_per_s']:.1f} | {r['infer_items_per_s']:.1f} | "
             f"{r['train_flop_per_s'] / 1e9:.2f} | {percent_of_peak(r):.1f} | "
-            f"{r['peak_memory_mb']:.0f} | {r.get('reference', '')} | {ratio} |")
+            f"{r['peak_memory_mb']:.0f} | {references} | {ratios} |")
     return lines
 
 
@@ -256,14 +275,14 @@ def run(pattern: str = "*", recipes_dir: str | Path = ROOT / "recipes", out_dir:
         else:
             results.append({**json.loads(lines[-1]), "recipe": named, "recipe_choice": how})
     table = format_table(results)  # refuses an implausible row before anything is written
-    imports = import_times(import_repeats)
+    startup = startup_times(import_repeats)
     unmeasured = [f for f in families if f not in recipes]
     peaks = [r["gemm_peak_flop_per_s"] for r in results if "error" not in r]
     gemm = f"{'/'.join(map(str, GEMM_SIZES))} square float32, best of 5 each"
     machine = {"machine": platform.processor() or platform.machine(), "system": platform.platform(),
                "torch": torch.__version__, "threads": threads, "device": device,
                "gemm_peak_gflop_per_s": max(peaks, default=0.0) / 1e9, "gemm": gemm,
-               "import_torch_s": imports["torch"], "import_hub_s": imports["hub"]}
+               "startup_s": startup}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / f"{report}.json", (json.dumps({"machine": machine, "models": results}, indent=2)
@@ -274,14 +293,19 @@ def run(pattern: str = "*", recipes_dir: str | Path = ROOT / "recipes", out_dir:
         f"Machine: {machine['machine']} ({machine['system']}), torch {machine['torch']}, "
         f"{threads} thread(s), device {device}. Matrix-multiply peak ({gemm}), measured in each family's "
         f"process: {peak_range}.", "",
-        f"`import torch`: {imports['torch']:.2f} s, `import hub`: {imports['hub']:.2f} s "
-        f"({imports['hub'] / imports['torch']:.2f}x; medians of {import_repeats} fresh processes).", "",
+        f"Start-up, each in a fresh process (`attnhub X` run as `python -m hub X` in the checkout), the commands "
+        f"interleaved round by round; medians of {import_repeats} rounds after a warm-up round:", "",
+        "| command | seconds | / `import torch` |", "| --- | ---: | ---: |",
+        *(f"| `{label}` | {seconds:.2f} | {seconds / startup['import torch']:.2f}x |"
+          for label, seconds in startup.items()), "",
         f"One real training batch of each family's recipe; medians of {steps} steps after {warmup} warm-up. "
         "Items are what the task counts (images, nodes, patients, windows). Peak memory: growth of the resident "
         "set during the first training step (activations, gradients, optimizer state). FLOPs are counted by "
         "`FlopCounterMode`, a sparse operand of a matrix product by its stored entries (GAT's bag-of-words input); "
-        "% of GEMM peak is against the peak measured in the same process, and a row above 100% is refused. "
-        "References run in the same process, their steps alternating with ours; the ratio is the median over "
+        "% of GEMM peak is against the peak measured in the same process (the better of a measurement right before "
+        "and one right after the timed steps), and a row above 100% is refused. "
+        "References run in the same process, their steps alternating with ours, both fed the same input (GAT: "
+        "sparse CSR features, then dense ones, each pair with its own ratio); the ratio is the median over "
         "rounds of (reference step time / our step time): > 1, ours is faster.", "",
         *table, "",
         f"Not measured (no recipe in {recipes_dir.name}/ for them or a family of their module): "

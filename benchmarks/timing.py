@@ -81,31 +81,33 @@ def _status_kib(field: str) -> int:
     return int(re.search(rf"{field}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
 
 
+def call_peak(fn: Callable[[], object], device: torch.device) -> tuple[float, float]:
+    """Seconds and peak MiB of one call of ``fn()``. Peak memory: on CUDA the growth of ``max_memory_allocated``; on
+    CPU the growth of the peak resident set (``VmHWM``, reset through ``/proc/self/clear_refs``) over the resident
+    size before the call, after ``malloc_trim`` has handed the memory freed by earlier calls back to the system:
+    what the call takes from the machine."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # give freed heap pages back, so reuse is not hidden
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set size
+        base = _status_kib("VmRSS") * 1024
+    start = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+    else:
+        peak = _status_kib("VmHWM") * 1024 - base
+    return time.perf_counter() - start, peak / 2**20
+
+
 def time_and_peak(fn: Callable[[], object], device: torch.device, repeats: int) -> tuple[float, float]:
-    """Median seconds and peak MiB of ``fn()`` over ``repeats`` calls after one warm-up call. Peak memory: on
-    CUDA the growth of ``max_memory_allocated``; on CPU the growth of the peak resident set (``VmHWM``, reset
-    through ``/proc/self/clear_refs``) over the resident size before the call, after ``malloc_trim`` has handed
-    the memory freed by earlier calls back to the system: what the call takes from the machine."""
+    """Median seconds and peak MiB (:func:`call_peak`) of ``fn()`` over ``repeats`` calls after one warm-up call."""
     fn()  # warm-up
-    times, peaks = [], []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        else:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)  # give freed heap pages back, so reuse is not hidden
-            Path("/proc/self/clear_refs").write_text("5")  # reset the peak resident set size
-            base = _status_kib("VmRSS") * 1024
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() - base
-        else:
-            peak = _status_kib("VmHWM") * 1024 - base
-        times.append(time.perf_counter() - start)
-        peaks.append(peak / 2**20)
+    times, peaks = zip(*(call_peak(fn, device) for _ in range(repeats)))
     return statistics.median(times), max(peaks)
 
 

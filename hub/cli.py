@@ -389,8 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for RESULTS.md and RESULTS.json (default ./benchmarks/results)")
     p.add_argument("--steps", type=int, default=5, help="timed steps per model, after 2 warm-up steps (default 5)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
-    p.add_argument("--import-repeats", type=int, default=5, help="fresh processes timing `import torch` and "
-                   "`import hub` (default 5; medians)")
+    p.add_argument("--import-repeats", type=int, default=5, help="rounds of fresh processes timing `import torch`, "
+                   "`import hub`, `attnhub list`, `attnhub info` and `attnhub --help` (default 5; medians)")
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_bench)
 

@@ -34,15 +34,21 @@ def test_bench_writes_a_row_with_flops_throughput_and_reference(repo, tmp_path, 
     (row,) = report["models"]
     assert row["family"] == "vit_digits" and row["params"] == 136_138
     assert row["forward_flops_per_item"] > 1e6 and row["train_flops_per_item"] > 2 * row["forward_flops_per_item"]
-    assert row["train_items_per_s"] > 0 and row["reference"] == "the same timm module, bare loop"
+    (comparison,) = row["references"]
+    assert row["train_items_per_s"] > 0 and comparison["reference"] == "the same timm module, bare loop"
     # a ratio of two timings, present and positive; its size is the report's to show, never a test's to assert
     # (on a loaded 2-core machine it was 13.5 for the same module)
-    assert math.isfinite(row["speed_ratio"]) and row["speed_ratio"] > 0
+    assert math.isfinite(comparison["speed_ratio"]) and comparison["speed_ratio"] > 0
     assert report["machine"]["gemm_peak_gflop_per_s"] > 0.1 and row["gemm_peak_flop_per_s"] > 1e8
     assert row["train_flop_per_s"] <= row["gemm_peak_flop_per_s"]  # else the builder would have refused the row
     assert row["recipe"] == "recipes/quickstart.yaml"
     text = (tmp_path / "RESULTS.md").read_text()
-    assert "| vit_digits | quickstart | classification | 136,138 |" in text and "import hub" in text
+    assert "| vit_digits | quickstart | classification | 136,138 |" in text
+    startup = report["machine"]["startup_s"]
+    assert list(startup) == ["import torch", "import hub", "attnhub list", "attnhub info vit_digits.sklearn",
+                             "attnhub --help"] and all(seconds > 0 for seconds in startup.values())
+    for label, seconds in startup.items():  # each a row with its ratio to `import torch`
+        assert f"| `{label}` | {seconds:.2f} | {seconds / startup['import torch']:.2f}x |" in text
     for written in (text, (tmp_path / "RESULTS.json").read_text()):
         assert str(repo) not in written and str(tmp_path) not in written, "the report holds no path of the machine"
 
@@ -63,3 +69,35 @@ def test_the_builder_refuses_a_row_above_the_measured_gemm_peak():
     assert "| 40.00 | 80.0 |" in row
     with pytest.raises(ImplausibleRow, match=r"gat: .* 102\.02 GFLOP/s is 179\.0% .* \(57\.00 GFLOP/s\)"):
         format_table([_row("vit_digits", 40.0, 50.0), _row("gat", 102.02, 57.0)])
+
+
+def test_gat_is_compared_with_pyg_on_sparse_and_on_dense_features():
+    import torch
+    from torch_geometric.data import Data
+
+    from benchmarks.references import reference_steps
+    from hub import create_model
+
+    generator = torch.Generator().manual_seed(0)
+    x = (torch.rand(30, 12, generator=generator) < 0.2).float()
+    graph = Data(x=x.to_sparse_csr(), edge_index=torch.randint(0, 30, (2, 80), generator=generator),
+                 y=torch.randint(0, 3, (30,), generator=generator), train_mask=torch.arange(30) < 10)
+    model = create_model("gat", in_channels=12, num_classes=3)
+    fed = []
+    comparisons = reference_steps("gat", model, graph, lambda batch: lambda: fed.append(batch.x.layout))
+    assert [(name, ours is None) for name, ours, _ in comparisons] == [
+        ("minimal PyG GAT, sparse CSR input", True), ("minimal PyG GAT, dense input", False)]
+    for _, ours, reference in comparisons:
+        reference()  # PyG's GATConv trains on either layout
+        if ours is not None:
+            ours()
+    assert fed == [torch.strided], "our step of the dense comparison is fed dense features"
+    assert reference_steps("gatv2", model, graph, lambda batch: None) == []
+
+
+def test_the_table_gives_each_reference_its_ratio():
+    row = {**_row("gat", 1.0, 50.0), "references": [
+        {"reference": "minimal PyG GAT, sparse CSR input", "speed_ratio": 1.1},
+        {"reference": "minimal PyG GAT, dense input", "speed_ratio": 0.95}]}
+    (line,) = format_table([row])[2:]
+    assert line.endswith("| minimal PyG GAT, sparse CSR input; minimal PyG GAT, dense input | 1.10x; 0.95x |")
