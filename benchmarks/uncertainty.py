@@ -186,6 +186,8 @@ def measure(tag: str) -> list[str]:
     data.setup("fit")
     if model.pretrained_cfg.input_spec["kind"] == "table":
         inside = ood.score_inputs(model, model.pretrained_cfg, detector, data.test_dataloader(), data.frames["test"])
+    elif model.pretrained_cfg.input_spec["kind"] == "survival_table":  # batches of named inputs, all test rows
+        inside = ood.score_inputs(model, model.pretrained_cfg, detector, data.test_dataloader())
     elif model.pretrained_cfg.input_spec["kind"] == "graph":
         inside = node_scores(model, detector, data.graph)
     else:
@@ -208,15 +210,17 @@ def main() -> None:
     lines = ["# Out-of-distribution scores of the shipped tags", "",
              "Written by `python -m benchmarks.uncertainty`. Scores and thresholds: `hub/ood.py`; threshold at the "
              "99th percentile of the validation split's scores (a 1% false-alarm rate). Flagged in-distribution: "
-             f"the first {TEST_ITEMS} test inputs (all rows for tables); card: the whole test split, as the card "
+             f"the first {TEST_ITEMS} test inputs (all rows for tables and survival tables, all test nodes of a "
+             "graph); card: the whole test split, as the card "
              "records it. FSDD's test split is a speaker not heard in training (the validation split holds the "
              "training speakers' clips), so its flagged share is a speaker shift, not a false-alarm rate.", "",
              "| tag | score | flagged in-distribution (n) | card's test false alarms | shifted set | AUROC | "
              "flagged shifted (n) |",
              "|---|---|---:|---:|---|---:|---:|"]
     for tag in args.tags:
-        lines += measure(tag)
-        print(lines[-1], flush=True)
+        rows = measure(tag)
+        lines += rows
+        print("\n".join(rows), flush=True)
     atomic_write_bytes(RESULTS / "uncertainty.md", ("\n".join(lines) + "\n").encode())
     print(f"wrote {RESULTS / 'uncertainty.md'}")
 
