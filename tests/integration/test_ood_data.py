@@ -188,7 +188,7 @@ def _graph_folder(folder, graph, x, unlabelled) -> None:
 @pytest.mark.parametrize("tag", ["gat.cora", "cat.cora", "gat.citeseer", "cat.citeseer"])
 def test_graph_nodes_with_shuffled_features_are_flagged(tag):
     """Every node's feature entries shuffled (a bag of words of the same length, its words drawn anew): at least
-    half of the test nodes flagged (measured 60-75% with the energy score)."""
+    half of the test nodes flagged (measured 59-75% with the energy score)."""
     from benchmarks.uncertainty import node_scores, shuffled_node_features
 
     model, detector, data = _setup(tag)
