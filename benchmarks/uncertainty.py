@@ -7,7 +7,11 @@ share of it flagged. Writes ``benchmarks/results/uncertainty.md``.
 
 Shifted sets: images of noise, the digits' negatives, BreastMNIST scans for a CIFAR-10 model; table rows whose age
 and hours per week are scaled far past the training range, or with a work class never seen in training; sensor
-windows drifting by half a sensor's training range in random directions; WAV files of noise and of pure tones.
+windows drifting by half a sensor's training range in random directions; WAV files of noise and of pure tones;
+graph nodes (the test nodes of Cora or CiteSeer) whose feature entries are shuffled within each node, or whose
+features are another node's (every node's, at random); survival-table patients (METABRIC's test rows) aged three
+times their age, or with an empty gene cell (MKI67); for a slot autoencoder, CIFAR-10 test images resized to the
+scenes' 64x64, and uniform noise.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ from hub.recipe import card_data
 
 TAGS = ["vit_digits.sklearn", "vit_micro_patch4_32.cifar10", "mlp.adult", "tabm.adult", "tab_transformer.adult",
         "tabr.adult", "rul_attention.fd001",
-        "timbre_attention.fsdd"]
+        "timbre_attention.fsdd", "gat.cora", "cat.cora", "gat.citeseer", "cat.citeseer", "survival_fusion.metabric",
+        "slot_autoencoder_micro_64.shapes"]
 TEST_ITEMS = 2000  # in-distribution test inputs scored per tag (the card's test_false_alarm_rate uses all)
 SHIFTED_ITEMS = 300
 
@@ -71,6 +76,45 @@ def _table_scores(model, frame, folder: Path) -> np.ndarray:
     return np.array([float(row[-2]) for _, rows in table_predictions(model, str(path), 256) for row in rows])
 
 
+def shuffled_node_features(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The node features ``x`` (N, F) (dense or sparse CSR) with the entries of each node's vector shuffled (a bag
+    of words keeps its length, its words are drawn anew), dense."""
+    dense = x.to_dense() if x.layout != torch.strided else x
+    order = torch.rand(dense.shape, generator=generator).argsort(1)
+    return dense.gather(1, order)
+
+
+def node_scores(model, detector, graph, x: torch.Tensor | None = None) -> np.ndarray:
+    """``ood_score`` of the test nodes of ``graph``, its node features replaced by ``x`` (N, F) when given."""
+    if x is not None:
+        graph = graph.clone()
+        graph.x = x
+    return detector.score(ood.node_split_outputs(model, graph)["test"].components(detector))
+
+
+def survival_rows(data):
+    """The test split of a survival data module as the table a user gives ``attnhub predict``: its gene and
+    clinical columns in their units (the standardisation undone), an empty cell for an unmeasured gene."""
+    import pandas as pd
+
+    rows, spec = data.test_set, data.input_spec
+    genes = rows.genes.masked_fill(~rows.gene_mask, float("nan"))
+    z = torch.cat([genes, rows.clinical], 1).double().numpy()
+    return pd.DataFrame(z * np.asarray(spec["std"]) + np.asarray(spec["mean"]),
+                        columns=spec["genes"] + spec["clinical"])
+
+
+def cifar10_scenes(count: int, size: int) -> torch.Tensor:
+    """The first ``count`` CIFAR-10 test images (count, 3, size, size), resized and normalised as the scenes
+    (``(v - 0.5) / 0.5`` of pixel values v in [0, 1])."""
+    data = card_data(model_card("vit_micro_patch4_32.cifar10"))
+    spec = data.input_spec
+    x = _tensors(data.test_dataloader(), count)[0]
+    pixels = x * torch.tensor(spec["std"])[:, None, None] + torch.tensor(spec["mean"])[:, None, None]
+    pixels = torch.nn.functional.interpolate(pixels, size=(size, size), mode="bilinear", align_corners=False)
+    return (pixels.clamp(0, 1) - 0.5) / 0.5
+
+
 def shifted_scores(tag: str, model, detector, data, folder: Path) -> dict[str, np.ndarray]:
     """``ood_score`` of each shifted set of ``tag``'s inputs (see the module docstring)."""
     kind, card = model.pretrained_cfg.input_spec["kind"], model.pretrained_cfg
@@ -104,6 +148,26 @@ def shifted_scores(tag: str, model, detector, data, folder: Path) -> dict[str, n
             noise.append(str(folder / f"noise{i}.wav"))
             tones.append(str(folder / f"tone{i}.wav"))
         return {"white noise": _file_scores(model, noise), "pure tones": _file_scores(model, tones)}
+    if kind == "graph":
+        graph = data.graph
+        swapped = graph.x.to_dense()[torch.randperm(graph.num_nodes, generator=generator)]
+        return {"shuffled feature entries": node_scores(model, detector, graph,
+                                                        shuffled_node_features(graph.x, generator)),
+                "another node's features": node_scores(model, detector, graph, swapped)}
+    if kind == "survival_table":
+        rows = survival_rows(data).head(SHIFTED_ITEMS)
+        path = folder / "patients.csv"
+        sets = {"age x3": rows.assign(age=rows["age"] * 3), "empty gene (MKI67)": rows.assign(MKI67=np.nan)}
+        scores = {}
+        for name, frame in sets.items():
+            frame.to_csv(path, index=False)
+            scores[name] = _file_scores(model, [str(path)])
+        return scores
+    if kind == "scene":
+        x, y = _tensors(data.test_dataloader(), SHIFTED_ITEMS)
+        sets = {"CIFAR-10 at 64x64": cifar10_scenes(len(x), x.shape[-1]),
+                "uniform noise": torch.rand(x.shape, generator=generator) * 2 - 1}
+        return {name: ood.score_inputs(model, card, detector, _loader(s, y)) for name, s in sets.items()}
     raise ValueError(f"no shifted sets for inputs of kind {kind!r}")
 
 
@@ -122,6 +186,10 @@ def measure(tag: str) -> list[str]:
     data.setup("fit")
     if model.pretrained_cfg.input_spec["kind"] == "table":
         inside = ood.score_inputs(model, model.pretrained_cfg, detector, data.test_dataloader(), data.frames["test"])
+    elif model.pretrained_cfg.input_spec["kind"] == "survival_table":  # batches of named inputs, all test rows
+        inside = ood.score_inputs(model, model.pretrained_cfg, detector, data.test_dataloader())
+    elif model.pretrained_cfg.input_spec["kind"] == "graph":
+        inside = node_scores(model, detector, data.graph)
     else:
         inside = ood.score_inputs(model, model.pretrained_cfg, detector, _loader(*_tensors(data.test_dataloader(),
                                                                                             TEST_ITEMS)))
@@ -142,15 +210,17 @@ def main() -> None:
     lines = ["# Out-of-distribution scores of the shipped tags", "",
              "Written by `python -m benchmarks.uncertainty`. Scores and thresholds: `hub/ood.py`; threshold at the "
              "99th percentile of the validation split's scores (a 1% false-alarm rate). Flagged in-distribution: "
-             f"the first {TEST_ITEMS} test inputs (all rows for tables); card: the whole test split, as the card "
+             f"the first {TEST_ITEMS} test inputs (all rows for tables and survival tables, all test nodes of a "
+             "graph); card: the whole test split, as the card "
              "records it. FSDD's test split is a speaker not heard in training (the validation split holds the "
              "training speakers' clips), so its flagged share is a speaker shift, not a false-alarm rate.", "",
              "| tag | score | flagged in-distribution (n) | card's test false alarms | shifted set | AUROC | "
              "flagged shifted (n) |",
              "|---|---|---:|---:|---|---:|---:|"]
     for tag in args.tags:
-        lines += measure(tag)
-        print(lines[-1], flush=True)
+        rows = measure(tag)
+        lines += rows
+        print("\n".join(rows), flush=True)
     atomic_write_bytes(RESULTS / "uncertainty.md", ("\n".join(lines) + "\n").encode())
     print(f"wrote {RESULTS / 'uncertainty.md'}")
 

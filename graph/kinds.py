@@ -6,7 +6,8 @@
   and is trained fresh, as is the classifier for a new set of classes; the other weights start
   from the pretrained model.
 - predict: ``attnhub predict NAME DIR`` runs the model over the whole graph and returns the
-  unlabelled nodes (blank ``label``), one line each, named by their id.
+  unlabelled nodes (blank ``label``), one line each, named by their id; with the card's OOD statistics
+  (:mod:`hub.ood`: the energy of each node's logits), each node's ``ood_score`` and ``ood``.
 """
 from __future__ import annotations
 

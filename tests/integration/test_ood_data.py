@@ -1,5 +1,6 @@
 """Out-of-distribution scores (hub.ood) on shipped tags: in-distribution test inputs are flagged at about the
-configured false-alarm rate (1%: 0-5% required), shifted inputs far more often (each test names its rate)."""
+configured false-alarm rate (1%: 0-5% required), shifted inputs far more often (each test names its rate). The shifted
+sets of graph nodes, survival patients and scenes come from benchmarks/uncertainty.py, which reports them."""
 from __future__ import annotations
 
 import csv
@@ -169,3 +170,96 @@ def test_sidecar_is_checked_at_load(tmp_path):
     (tmp_path / card.ood["file"]).write_bytes(bytes(data))
     with pytest.raises(hub.errors.WeightsError, match="sha256 mismatch"):
         ood.load_detector(copy)
+
+
+def _graph_folder(folder, graph, x, unlabelled) -> None:
+    """A graph folder (nodes.csv with the features ``x`` and a blank label on the ``unlabelled`` nodes, edges.csv)."""
+    import pandas as pd
+
+    folder.mkdir()
+    nodes = pd.DataFrame(x.numpy(), columns=[f"f{i}" for i in range(x.shape[1])])
+    nodes.insert(0, "id", [f"n{i}" for i in range(len(x))])
+    nodes["label"] = ["" if u else f"c{int(y)}" for y, u in zip(graph.y, unlabelled)]
+    nodes.to_csv(folder / "nodes.csv", index=False)
+    pd.DataFrame({"src": [f"n{i}" for i in graph.edge_index[0].tolist()],
+                  "dst": [f"n{i}" for i in graph.edge_index[1].tolist()]}).to_csv(folder / "edges.csv", index=False)
+
+
+@pytest.mark.parametrize("tag", ["gat.cora", "cat.cora", "gat.citeseer", "cat.citeseer"])
+def test_graph_nodes_with_shuffled_features_are_flagged(tag):
+    """Every node's feature entries shuffled (a bag of words of the same length, its words drawn anew): at least
+    half of the test nodes flagged (measured 59-75% with the energy score)."""
+    from benchmarks.uncertainty import node_scores, shuffled_node_features
+
+    model, detector, data = _setup(tag)
+    assert detector.scores == ["energy"]
+    assert detector.flag(node_scores(model, detector, data.graph)).mean() <= IN_DISTRIBUTION_MAX
+    shuffled = shuffled_node_features(data.graph.x, torch.Generator().manual_seed(0))
+    assert detector.flag(node_scores(model, detector, data.graph, shuffled)).mean() >= 0.5
+
+
+def test_graph_predictions_carry_ood_columns(tmp_path, capfd):
+    """``attnhub predict gat.cora FOLDER`` on Cora with its test nodes unlabelled: each predicted node gets
+    ``ood_score`` and ``ood``; as given, at most 5% flagged; with shuffled features, at least half."""
+    from benchmarks.uncertainty import shuffled_node_features
+    from hub.predict import file_predictions
+
+    model, _, data = _setup("gat.cora")
+    graph = data.graph
+    x = graph.x.to_dense()
+    for name, features in (("given", x), ("shuffled", shuffled_node_features(x, torch.Generator().manual_seed(0)))):
+        _graph_folder(tmp_path / name, graph, features, graph.test_mask)
+        batches = list(file_predictions(model, [str(tmp_path / name)], batch_size=256))
+        assert batches[0][0][-2:] == ["ood_score", "ood"]
+        flags = np.array([row[-1] == "True" for _, rows in batches for row in rows])
+        assert len(flags) == int(graph.test_mask.sum())
+        assert flags.mean() <= IN_DISTRIBUTION_MAX if name == "given" else flags.mean() >= 0.5
+    assert f"of {len(flags)} inputs look unlike the training data" in capfd.readouterr().err
+
+
+def test_survival_patients_out_of_range_or_with_an_empty_gene_are_flagged(tmp_path, capfd):
+    """METABRIC's test patients as a CSV through predict: at most 5% flagged; aged three times their age (a robust
+    z-score of about 9 and more): at least 90%; with MKI67 left empty (never empty in training): all."""
+    from benchmarks.uncertainty import survival_rows
+    from hub.predict import file_predictions
+
+    model, detector, data = _setup("survival_fusion.metabric")
+    assert detector.scores == ["mahalanobis", "range"]
+    assert _flagged(model, detector, data.test_dataloader()) <= IN_DISTRIBUTION_MAX
+    rows = survival_rows(data)
+
+    def flagged(frame) -> np.ndarray:
+        frame.to_csv(tmp_path / "patients.csv", index=False)
+        batches = list(file_predictions(model, [str(tmp_path / "patients.csv")], batch_size=128))
+        assert batches[0][0][-2:] == ["ood_score", "ood"]
+        return np.array([row[-1] == "True" for _, rows in batches for row in rows])
+
+    assert flagged(rows).mean() <= IN_DISTRIBUTION_MAX
+    assert flagged(rows.assign(age=rows["age"] * 3)).mean() >= 0.9
+    assert flagged(rows.assign(MKI67=np.nan)).all()
+    assert f"{len(rows)} of {len(rows)} inputs look unlike the training data" in capfd.readouterr().err
+
+
+def _scene_flagged(model, detector, images: torch.Tensor) -> float:
+    return _flagged(model, detector, DataLoader(TensorDataset(images, torch.zeros(len(images))), batch_size=100))
+
+
+def test_scene_autoencoder_flags_noise():
+    """The slot autoencoder's reconstruction error: 200 test scenes at most 5% flagged, 200 images of uniform noise
+    at least 90%."""
+    model, detector, data = _setup("slot_autoencoder_micro_64.shapes")
+    assert detector.scores == ["reconstruction"]
+    x = _tensors(data.test_dataloader(), 200)[0]
+    assert _scene_flagged(model, detector, x) <= IN_DISTRIBUTION_MAX
+    noise = torch.rand(x.shape, generator=torch.Generator().manual_seed(0)) * 2 - 1  # the normalised range [-1, 1]
+    assert _scene_flagged(model, detector, noise) >= 0.9
+
+
+@pytest.mark.xfail(strict=True, reason="a known miss: the slot autoencoder reconstructs natural images about as well "
+                   "as its scenes; 17% of CIFAR-10 test images at 64x64 are flagged (AUROC 0.72, "
+                   "benchmarks/uncertainty.py)")
+def test_scene_autoencoder_flags_natural_images():
+    from benchmarks.uncertainty import cifar10_scenes
+
+    model, detector, _ = _setup("slot_autoencoder_micro_64.shapes")
+    assert _scene_flagged(model, detector, cifar10_scenes(200, 64)) >= 0.9

@@ -2,6 +2,7 @@
 correction, temperature scaling of overconfident logits, and both fitted at the end of a run and used by predict."""
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -113,3 +114,119 @@ def test_a_classifier_run_keeps_its_temperature_and_the_nll_and_ece_before_and_a
                                                              "trainer.calibrate=false"], progress=False)
     assert json.loads((off / "card.json").read_text())["calibration"] == {}
     assert "calibration" not in json.loads((off / "metrics.json").read_text())
+
+
+# ---- out-of-distribution scores of the graph, survival and scene kinds (hub.ood), on synthetic data -------------
+
+def _fit(model, kind: str, splits: dict, label_names=()):
+    """hub.ood.fit_detector on ``splits``: the ``train``, ``val`` and ``test`` batches (or one ``graph`` whose masks
+    name them, for every split), for a card of input ``kind``."""
+    from hub import ood
+
+    card = SimpleNamespace(name="synthetic", input_spec={"kind": kind}, label_names=list(label_names))
+    data = SimpleNamespace(**{f"{split}_dataloader": (lambda s=split: [splits["graph"]] if "graph" in splits
+                                                      else splits[s]) for split in ("train", "val", "test")})
+    return ood.fit_detector(model.eval(), card, data)
+
+
+def test_graph_node_energy_flags_featureless_nodes_and_about_one_percent_of_fresh_nodes():
+    """Three classes of node features; the classifier's logits are the features' dot products with the class
+    centres. Fitted at 1%: the test nodes flagged within 0-4%, nodes with all-zero features (uniform logits, high
+    energy) at least 95%."""
+    from torch_geometric.data import Data
+
+    from hub import ood
+
+    class NodeClassifier(torch.nn.Module):
+        def __init__(self, centres):
+            super().__init__()
+            self.centres = torch.nn.Parameter(centres)
+
+        def forward(self, x, edge_index):
+            return x @ self.centres.T  # (N, classes)
+
+    generator = torch.Generator().manual_seed(0)
+    centres = torch.eye(3, 8) * 4
+    labels = torch.randint(0, 3, (6000,), generator=generator)
+    x = centres[labels] + torch.randn(6000, 8, generator=generator)
+    masks = {f"{s}_mask": torch.arange(6000) // 2000 == i for i, s in enumerate(("train", "val", "test"))}
+    graph = Data(x=x, edge_index=torch.zeros(2, 0, dtype=torch.long), y=labels, **masks)
+    model = NodeClassifier(centres)
+    detector, section = _fit(model, "graph", {"graph": graph}, ["a", "b", "c"])
+    assert detector.scores == ["energy"] and "energy_offset" in detector.statistics
+    assert 0.0 <= section["test_false_alarm_rate"] <= 0.04 and section["test_items"] == 2000
+    shifted = graph.clone()
+    shifted.x = torch.zeros_like(x)
+    scores = detector.score(ood.node_split_outputs(model, shifted)["test"].components(detector))
+    assert detector.flag(scores).mean() >= 0.95
+
+
+def _survival_batches(clinical, genes, gene_mask) -> list:
+    """``(inputs, (time, event))`` batches of 500 patients, as the survival data modules give them."""
+    return [({"clinical": c, "genes": g, "gene_mask": m}, torch.zeros(len(c), 2))
+            for c, g, m in zip(clinical.split(500), genes.split(500), gene_mask.split(500))]
+
+
+def test_survival_covariates_out_of_range_or_with_a_new_empty_gene_are_flagged():
+    """A DeepSurv MLP on standard-normal covariates (2 genes, 3 clinical): Mahalanobis with one mean plus the range
+    check, fitted at 1%. Fresh patients flagged within 0-4%; one clinical value 10 standard deviations out: at least
+    95%; an empty gene (never empty in training): all, with an infinite score."""
+    from hub import ood
+    from medical.models.deepsurv_mlp import deepsurv_mlp
+
+    torch.manual_seed(0)
+    model = deepsurv_mlp(num_genes=2, num_clinical=3)
+
+    def patients(n):
+        return torch.randn(n, 3), torch.randn(n, 2), torch.ones(n, 2, dtype=torch.bool)
+
+    splits = {s: _survival_batches(*patients(n)) for s, n in (("train", 3000), ("val", 2000), ("test", 2000))}
+    detector, section = _fit(model, "survival_table", splits)
+    assert detector.scores == ["mahalanobis", "range"] and detector.statistics["means"].shape[0] == 1
+    assert 0.0 <= section["test_false_alarm_rate"] <= 0.04
+    clinical, genes, present = patients(500)
+
+    def flagged(*inputs):
+        card = SimpleNamespace(input_spec={"kind": "survival_table"})
+        return detector.flag(ood.score_inputs(model, card, detector, _survival_batches(*inputs)))
+
+    assert flagged(clinical + torch.tensor([10.0, 0, 0]), genes, present).mean() >= 0.95
+    empty = present.clone()
+    empty[:, 1] = False
+    assert flagged(clinical, genes, empty).all()
+
+
+def test_scene_reconstruction_error_flags_images_off_the_training_subspace():
+    """An 'autoencoder' that projects images onto the 16-dimensional subspace its training images lie in (plus a
+    little noise): fitted at 1%, fresh images flagged within 0-4%, images with noise in every direction at least
+    95%."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hub import ood
+
+    generator = torch.Generator().manual_seed(0)
+    basis = torch.linalg.qr(torch.randn(3 * 8 * 8, 16, generator=generator))[0]  # (192, 16) orthonormal
+
+    class Projector(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.basis = torch.nn.Parameter(basis)
+
+        def forward(self, x):
+            flat = x.flatten(1)
+            return (flat @ self.basis @ self.basis.T).view_as(x)
+
+    def images(n, off_subspace: float = 0.05):
+        inside = torch.randn(n, 16, generator=generator) @ basis.T
+        return (inside + off_subspace * torch.randn(n, 192, generator=generator)).view(n, 3, 8, 8)
+
+    def loader(x):
+        return DataLoader(TensorDataset(x, torch.zeros(len(x))), batch_size=256)
+
+    model = Projector()
+    detector, section = _fit(model, "scene", {s: loader(images(2000)) for s in ("train", "val", "test")})
+    assert detector.scores == ["reconstruction"] and section["fitted_on"].startswith("threshold")
+    assert 0.0 <= section["test_false_alarm_rate"] <= 0.04
+    card = SimpleNamespace(input_spec={"kind": "scene"})
+    noisy = ood.score_inputs(model, card, detector, loader(images(500, off_subspace=0.2)))
+    assert detector.flag(noisy).mean() >= 0.95
