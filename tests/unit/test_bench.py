@@ -63,3 +63,16 @@ def test_the_builder_refuses_a_row_above_the_measured_gemm_peak():
     assert "| 40.00 | 80.0 |" in row
     with pytest.raises(ImplausibleRow, match=r"gat: .* 102\.02 GFLOP/s is 179\.0% .* \(57\.00 GFLOP/s\)"):
         format_table([_row("vit_digits", 40.0, 50.0), _row("gat", 102.02, 57.0)])
+
+
+def test_uncertainty_report_rewrites_the_measured_tags_rows_and_keeps_the_others():
+    from benchmarks.uncertainty import OOD_HEADER, merged, table_rows
+
+    old = ["# report", "", *OOD_HEADER, "| gat.cora | none | - |", "| mlp.adult | old 1 |",
+           "| vit_digits.sklearn | a |", "| mlp.adult | old 2 |", "", "text"]
+    rows = table_rows(old, OOD_HEADER)
+    assert rows == old[4:8]
+    new = merged(rows, ["| mlp.adult | new 1 |", "| mlp.adult | new 2 |"], ["mlp.adult"])
+    assert new == ["| vit_digits.sklearn | a |", "| mlp.adult | new 1 |", "| mlp.adult | new 2 |",
+                   "| gat.cora | none | - |"]
+    assert table_rows(["# no table"], OOD_HEADER) == []
