@@ -84,8 +84,10 @@ def main() -> None:
              "training units as the attention model.", "",
              f"**Failing**: true RUL <= {FAILING_RUL} cycles. **Confidently healthy**: predicted RUL > "
              f"{HEALTHY_RUL}; for the model with interval and flag also the 90% interval's lower bound > "
-             f"{HEALTHY_LOWER} (half width {half_width:.1f} cycles, split conformal) and not flagged out of "
-             "distribution. The last column: failing windows called confidently healthy.", ""]
+             f"{HEALTHY_LOWER} (half width {half_width:.1f} cycles, split conformal: a prediction above "
+             f"{HEALTHY_LOWER + half_width:.1f}, so the bound adds little to the prediction's own threshold; the "
+             "flag does the work) and not flagged out of distribution. The last column: failing windows called "
+             "confidently healthy.", ""]
     for name, inputs in (("as recorded", x), ("drifting sensors", shifted)):
         rul, flags = attention_forecasts(model, inputs)
         boosted = boosting.predict(window_statistics(inputs))
