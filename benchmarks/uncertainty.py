@@ -185,7 +185,7 @@ def ood_rows(tag: str, model, data) -> list[str]:
     card = model.pretrained_cfg
     detector = ood.load_detector(card)
     if detector is None:
-        return [f"| {tag} | {card.ood.get('score', 'none')} | - | - | - | - | - |"]
+        return [f"| {tag} | {card.ood.get('score', 'not fitted')} | - | - | - | - | - |"]
     if card.input_spec["kind"] == "table":
         inside = ood.score_inputs(model, card, detector, data.test_dataloader(), data.frames["test"])
     else:
@@ -241,20 +241,9 @@ def merged(old: list[str], new: list[str], measured: list[str]) -> list[str]:
     return sorted(rows, key=lambda r: tags.index(r.split(" | ")[0][2:]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tags", nargs="+", default=TAGS)
-    args = parser.parse_args()
-    path = RESULTS / "uncertainty.md"
+def write_report(path: Path, ood_table: list[str], calibration_table: list[str], measured: list[str]) -> None:
+    """Write the report at ``path``: its rows of the ``measured`` tags replaced by these tables' (:func:`merged`)."""
     old = path.read_text().splitlines() if path.is_file() else []
-    ood_table, calibration_table = [], []
-    for tag in args.tags:
-        model = hub.load(tag).eval()
-        data = card_data(model.pretrained_cfg)
-        data.setup("fit")
-        ood_table += ood_rows(tag, model, data)
-        calibration_table.append(calibration_row(tag, model, data))
-        print(*ood_table[-1:], calibration_table[-1], sep="\n", flush=True)
     lines = ["# Uncertainty of the shipped tags", "",
              "Written by `python -m benchmarks.uncertainty` (a run rewrites the rows of the tags it measures and keeps "
              "the others).", "",
@@ -267,7 +256,7 @@ def main() -> None:
              "speaker shift, not a false-alarm rate. Los-loop's shifted windows come from Los-loop itself: no other "
              "road network's speeds are here, and the range score checks each input channel (speed, time of day) "
              "over all sensors, so a permutation of the sensors leaves it unchanged by construction.", "",
-             *OOD_HEADER, *merged(table_rows(old, OOD_HEADER), ood_table, args.tags), "",
+             *OOD_HEADER, *merged(table_rows(old, OOD_HEADER), ood_table, measured), "",
              "## Calibration and intervals", "",
              "Classifiers: temperature scaling fitted on the validation split; expected calibration error (15 "
              "equal-width bins) and NLL before / after dividing the logits by the temperature. Regressions: 90% "
@@ -275,8 +264,22 @@ def main() -> None:
              "(in the target's units: cycles of RUL, mph) on the test split, over every output and sensor. "
              "Source: the card's `calibration`, or fitted by this script when the card holds no figures (the card "
              "is not changed).", "",
-             *CALIBRATION_HEADER, *merged(table_rows(old, CALIBRATION_HEADER), calibration_table, args.tags)]
+             *CALIBRATION_HEADER, *merged(table_rows(old, CALIBRATION_HEADER), calibration_table, measured)]
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tags", nargs="+", default=TAGS)
+    args = parser.parse_args()
+    path = RESULTS / "uncertainty.md"
+    for tag in args.tags:  # the report is written after each tag: a long run keeps what it measured
+        model = hub.load(tag).eval()
+        data = card_data(model.pretrained_cfg)
+        data.setup("fit")
+        ood_table, calibration = ood_rows(tag, model, data), calibration_row(tag, model, data)
+        write_report(path, ood_table, [calibration], [tag])
+        print(*ood_table, calibration, sep="\n", flush=True)
     print(f"wrote {path}")
 
 
