@@ -101,3 +101,16 @@ def test_the_table_gives_each_reference_its_ratio():
         {"reference": "minimal PyG GAT, dense input", "speed_ratio": 0.95}]}
     (line,) = format_table([row])[2:]
     assert line.endswith("| minimal PyG GAT, sparse CSR input; minimal PyG GAT, dense input | 1.10x; 0.95x |")
+
+
+def test_uncertainty_report_rewrites_the_measured_tags_rows_and_keeps_the_others():
+    from benchmarks.uncertainty import OOD_HEADER, merged, table_rows
+
+    old = ["# report", "", *OOD_HEADER, "| gat.cora | none | - |", "| mlp.adult | old 1 |",
+           "| vit_digits.sklearn | a |", "| mlp.adult | old 2 |", "", "text"]
+    rows = table_rows(old, OOD_HEADER)
+    assert rows == old[4:8]
+    new = merged(rows, ["| mlp.adult | new 1 |", "| mlp.adult | new 2 |"], ["mlp.adult"])
+    assert new == ["| vit_digits.sklearn | a |", "| mlp.adult | new 1 |", "| mlp.adult | new 2 |",
+                   "| gat.cora | none | - |"]
+    assert table_rows(["# no table"], OOD_HEADER) == []
