@@ -264,9 +264,9 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  time_shift: int | None = None, noise: float = 0.1, mixup: float = 0.0,
                  lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
                  trim_db: float | None = None, warp: float = 0.0) -> AudioFolderData:
-    """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class (optionally under train/
-    [val/ test/], :class:`AudioFolderData`); mean/std default to
-    the training split's; ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`, ``lifter`` as in
+    """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class, maybe in train/ [val/ test/]
+    (:class:`AudioFolderData`); mean/std default to the training split's; ``tilt`` and ``warp`` as in
+    :class:`SpectrogramAugment`, ``lifter`` as in
     :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
     :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
     cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its
