@@ -322,7 +322,7 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
     assert main(["finetune", "ast_tiny.fsdd", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
                  "--no-progress", "trainer.max_epochs=2", "data.args.batch_size=4", "data.args.val_fraction=0.25",
                  "data.args.test_fraction=0.25"]) == 0
-    run = capsys.readouterr().out.strip().splitlines()[-1].split(": ", 1)[1]
+    run = capsys.readouterr().out.split("run folder: ")[1].split()[0]  # then the baseline's lines
     shipped = hub.load("ast_tiny.fsdd").pretrained_cfg.input_spec
     tuned = hub.load(run).pretrained_cfg.input_spec
     assert (tuned["lifter"], tuned["time_fit"]) == (shipped["lifter"], shipped["time_fit"])  # as the weights learnt

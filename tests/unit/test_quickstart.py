@@ -112,7 +112,7 @@ def test_finetune_on_an_image_folder(tmp_path, capsys):
     code = main(["finetune", "vit_digits.sklearn", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
                  "trainer.max_epochs=2", "--no-progress"])
     assert code == 0
-    run = capsys.readouterr().out.strip().splitlines()[-1].split("run folder: ")[1]
+    run = capsys.readouterr().out.split("run folder: ")[1].split()[0]  # then the baseline's lines
     card = hub.model_card(run)
     assert card.label_names == ["class_0", "class_1", "class_7"]
     assert card.model_args["num_classes"] == 3
