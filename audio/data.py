@@ -38,7 +38,7 @@ from audio.features import (
     warp_mel_bins,
 )
 from audio.io import scan_audio_folder
-from hub.data import EpochSeededDataset, HubDataModule, data_dir, download_dir, stratified_split
+from hub.data import EpochSeededDataset, HubDataModule, class_folder_splits, data_dir, download_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import is_offline
@@ -242,21 +242,19 @@ def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker
 
 
 class AudioFolderData(SpectrogramData):
-    """A user's folder of WAV/FLAC files, one sub-folder per class, split stratified into train/val/test."""
+    """A user's folder of WAV/FLAC files, one sub-folder per class: ``root/<class>/*`` split stratified into
+    train/val/test, or ``root/train/<class>/*`` with optional ``val/`` and ``test/`` folders (e.g. other speakers;
+    a missing one is a stratified part of train/), as :func:`hub.data.class_folder_splits` reads them."""
 
     def __init__(self, root: str, split_seed: int, val_fraction: float, test_fraction: float, **kwargs):
         super().__init__(**kwargs)
         self.root, self.split_seed = Path(root), split_seed
-        self.fractions = (1 - val_fraction - test_fraction, val_fraction, test_fraction)
+        self.val_fraction, self.test_fraction = val_fraction, test_fraction
 
     def split_items(self):
-        found = scan_audio_folder(self.root)
-        classes = sorted(found)
-        items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
-        parts = stratified_split(np.array([label for _, label in items]), self.fractions, self.split_seed,
-                                 source=str(self.root))
         self.info.update({"source": str(self.root), "license": "the user's data"})
-        return {s: [items[i] for i in part] for s, part in zip(("train", "val", "test"), parts)}, classes
+        return class_folder_splits(self.root, scan_audio_folder, self.val_fraction, self.test_fraction,
+                                   self.split_seed)
 
 
 @register_dataset(task="classification")
@@ -266,8 +264,9 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  time_shift: int | None = None, noise: float = 0.1, mixup: float = 0.0,
                  lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
                  trim_db: float | None = None, warp: float = 0.0) -> AudioFolderData:
-    """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class; mean/std default to
-    the training split's; ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`, ``lifter`` as in
+    """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class, maybe in train/ [val/ test/]
+    (:class:`AudioFolderData`); mean/std default to the training split's; ``tilt`` and ``warp`` as in
+    :class:`SpectrogramAugment`, ``lifter`` as in
     :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
     :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
     cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its

@@ -1,5 +1,12 @@
 """The audio input kind ``"audio"``: a folder of WAV/FLAC files, one sub-folder per class, and audio files to
-classify, turned into the log-mel spectrograms the card's ``input_spec`` describes."""
+classify, turned into the log-mel spectrograms the card's ``input_spec`` describes. ``attnhub finetune FAMILY --data
+DIR`` trains an audio classifier from scratch on such a folder (the default recipe), and every fine-tune on an audio
+folder is set beside logistic regression on MFCC statistics (:mod:`audio.baselines`).
+
+>>> recipe = AudioKind().default_recipe("timbre_attention", "my_clips")
+>>> recipe["data"]["name"], recipe["optimizer"]["lr"]
+('audio_folder', 0.003)
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,9 +15,12 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
+from audio.baselines import mfcc_baseline_on_run_split
 from audio.explain import explain_audio_files
 from audio.features import model_input
-from hub.kinds import InputKind, KindSpec, predict_per_file, register_kind
+from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+
+LEARNING_RATES = {"timbre_attention": 3e-3}  # one small attention layer; the transformers take 1e-3
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class AudioKind(InputKind):
     """Audio files and folders of class sub-folders of WAV/FLAC files."""
 
     name, domain, Spec = "audio", "audio", AudioSpec
+    tasks = ("audio-classification",)
 
     def finetune_data(self, card, path: str) -> dict[str, Any]:
         """Fine-tuning data keeps the card's frame count, smoothing, trimming and normalisation, which the weights
@@ -47,3 +58,17 @@ class AudioKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_audio_files(card, model, inputs, out_dir)
+
+    def baseline(self, run_dir) -> BaselineResult | None:
+        return mfcc_baseline_on_run_split(run_dir)
+
+    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+        """The user's class folders as 1 s of log-mels (100 frames, cut or padded) with the audio folder's
+        augmentation (SpecAugment, time roll, noise) and mixup; AdamW, cosine schedule, early stopping on
+        validation, the best epoch tested (40 epochs at most)."""
+        return {"name": f"finetune-{family}", "model": {"name": family, "args": {}},
+                "data": {"name": "audio_folder", "args": {"root": str(path), "mixup": 0.2}},
+                "optimizer": {"name": "adamw", "lr": LEARNING_RATES.get(family, 1e-3), "weight_decay": 0.05},
+                "scheduler": {"name": "cosine", "warmup_epochs": 1},
+                "trainer": {"max_epochs": 40, "accelerator": "auto", "devices": 1, "test_checkpoint": "best",
+                            "early_stopping": {"patience": 8}, "log_every_n_steps": 10}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytorch_lightning as pl
@@ -165,6 +165,44 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
         remaining -= fraction
     parts.append(np.sort(index))
     return parts
+
+
+SPLITS = ("train", "val", "test")
+
+
+def class_folder_splits(root: Path, scan: Callable[[Path], dict[str, list[Path]]], val_fraction: float,
+                        test_fraction: float, split_seed: int) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
+    """The ``(file, class index)`` items of the train, val and test splits of a user's folder of class folders, and
+    the class names (sorted), for any file type: ``scan(folder)`` lists the files of each class folder of ``folder``.
+
+    Either ``root/train/<class>/*`` with ``root/val/<class>/*`` and ``root/test/<class>/*`` where the user gives them
+    (e.g. a test set of other speakers or an official test split), a missing one taken as a stratified part of
+    ``train/`` (``val_fraction``, ``test_fraction`` of it); or ``root/<class>/*``, split stratified into
+    train/val/test. Every split must hold the classes of ``train/``.
+    """
+    fractions = {"val": val_fraction, "test": test_fraction}
+    if not (root / "train").is_dir():
+        found = scan(root)
+        classes = sorted(found)
+        items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
+        parts = stratified_split(np.array([label for _, label in items]),
+                                 (1 - val_fraction - test_fraction, val_fraction, test_fraction), split_seed,
+                                 source=str(root))
+        return {s: [items[i] for i in part] for s, part in zip(SPLITS, parts)}, classes
+    found = {s: scan(root / s) for s in SPLITS if (root / s).is_dir()}
+    classes = sorted(found["train"])
+    for split, folders in found.items():
+        if sorted(folders) != classes:
+            raise DataError(f"{root / split} has classes {sorted(folders)} but {root / 'train'} has {classes}")
+    splits = {s: [(f, i) for i, c in enumerate(classes) for f in folders[c]] for s, folders in found.items()}
+    carved = [s for s in SPLITS[1:] if s not in splits]
+    if carved:
+        train = splits["train"]
+        parts = stratified_split(np.array([label for _, label in train]),
+                                 (1 - sum(fractions[s] for s in carved), *(fractions[s] for s in carved)), split_seed,
+                                 source=str(root / "train"))
+        splits.update({s: [train[i] for i in part] for s, part in zip(("train", *carved), parts)})
+    return splits, classes
 
 
 class HubDataModule(pl.LightningDataModule):

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 from torchvision import datasets as tv_datasets
 from torchvision import transforms as T
 
-from hub.data import EpochSeededDataset, HubDataModule, data_dir, download_dir, stratified_split
+from hub.data import EpochSeededDataset, HubDataModule, class_folder_splits, data_dir, download_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import is_offline
@@ -149,8 +149,9 @@ class AugmentedImageFiles(EpochSeededDataset):
 
 
 class ImageFolderData(HubDataModule):
-    """A user's image folder: ``root/train/<class>/*``, ``root/val/<class>/*`` (and optional
-    ``root/test``), or ``root/<class>/*`` split stratified into train/val/test."""
+    """A user's image folder: ``root/train/<class>/*`` with optional ``root/val/<class>/*`` and
+    ``root/test/<class>/*`` (a missing one is a stratified part of train/), or ``root/<class>/*`` split stratified
+    into train/val/test (:func:`hub.data.class_folder_splits`)."""
 
     def __init__(self, root: str, height: int, width: int, channels: int, mean: list[float], std: list[float],
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
@@ -165,26 +166,8 @@ class ImageFolderData(HubDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        if (self.root / "train").is_dir():
-            splits = {s: _scan_class_folders(self.root / s) for s in ("train", "val", "test")
-                      if (self.root / s).is_dir()}
-            if "val" not in splits:
-                raise DataError(f"{self.root} has train/ but no val/ folder; "
-                                f"add val/ or put class folders directly in {self.root}")
-            classes = sorted(splits["train"])
-            for split, found in splits.items():
-                if sorted(found) != classes:
-                    raise DataError(f"{self.root}/{split} has classes {sorted(found)} but train/ has {classes}")
-            sets = {s: [(f, classes.index(c)) for c in classes for f in found[c]] for s, found in splits.items()}
-            sets.setdefault("test", sets["val"])
-        else:
-            found = _scan_class_folders(self.root)
-            classes = sorted(found)
-            items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
-            labels = np.array([label for _, label in items])
-            fractions = (1 - self.val_fraction - self.test_fraction, self.val_fraction, self.test_fraction)
-            parts = stratified_split(labels, fractions, self.split_seed, source=str(self.root))
-            sets = {s: [items[i] for i in part] for s, part in zip(("train", "val", "test"), parts)}
+        sets, classes = class_folder_splits(self.root, _scan_class_folders, self.val_fraction, self.test_fraction,
+                                            self.split_seed)
         if len(classes) < 2:
             raise DataError(f"{self.root} has a single class {classes}; classification needs at least 2 class folders")
         read_image(sets["train"][0][0], self.input_spec)  # fail now, not mid-epoch, on an unreadable first file
@@ -194,7 +177,8 @@ class ImageFolderData(HubDataModule):
         self.test_set = ImageFiles(*files["test"], self.input_spec)
         self.num_classes = len(classes)
         self.label_names = classes
-        self.info = {"source": str(self.root), "license": "the user's data"}
+        self.info = {"source": str(self.root), "license": "the user's data",
+                     "sizes": [len(sets[s]) for s in ("train", "val", "test")]}
 
 
 @register_dataset(task="classification")
@@ -202,7 +186,7 @@ def image_folder(root: str, height: int, width: int, channels: int = 3, mean: li
                  std: list[float] = (0.5,) * 3, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.15,
                  augment: str = "light") -> ImageFolderData:
-    """A folder of images, one sub-folder per class (optionally under train/ val/ test/); training images
+    """A folder of images, one sub-folder per class (optionally under train/ [val/ test/]); training images
     go through timm's augmentation (``augment``: none, light = crops + flips, randaugment)."""
     return ImageFolderData(root, height, width, channels, list(mean), list(std), batch_size, num_workers, seed,
                            split_seed, val_fraction, test_fraction, augment)

@@ -1,5 +1,14 @@
 """The vision input kinds: ``image`` (a classifier's image files and class folders) and ``scene`` (a slot
-autoencoder's unlabelled images)."""
+autoencoder's unlabelled images), each with a default recipe, so that ``attnhub finetune FAMILY --data DIR`` trains
+an image classifier or a slot autoencoder from scratch on the user's folder; image classifiers get a baseline
+(logistic regression on pixels, :mod:`vision.baselines`).
+
+>>> recipe = ImageKind().default_recipe("vit_digits", "my_images")
+>>> recipe["data"]["args"]["height"], recipe["data"]["args"]["channels"], recipe["model"]["args"]
+(8, 1, {})
+>>> ImageKind().default_recipe("coat_lite_micro_32", "my_images")["model"]["args"]
+{'in_chans': 3}
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,9 +18,23 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from hub.kinds import InputKind, KindSpec, predict_per_file, register_kind
+from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+from hub.registry import get_model_entry
+from vision.baselines import pixel_baseline_on_run_split
 from vision.explain import explain_image_files, explain_scenes
 from vision.io import image_tensor, read_image
+
+# (side, channels) of each family's input where it is not 32 x 32 RGB: vit_digits takes 8 x 8 grey digits,
+# resnet_cbam18 has the ImageNet stem (7 x 7 stride 2 and max pooling) made for 224 x 224.
+INPUT_SIZES = {"vit_digits": (8, 1), "resnet_cbam18": (224, 3)}
+
+
+def _training(lr: float, max_epochs: int) -> dict[str, Any]:
+    """AdamW with a cosine schedule, early stopping on validation, the best epoch tested."""
+    return {"optimizer": {"name": "adamw", "lr": lr, "weight_decay": 0.05},
+            "scheduler": {"name": "cosine", "warmup_epochs": 1},
+            "trainer": {"max_epochs": max_epochs, "accelerator": "auto", "devices": 1, "test_checkpoint": "best",
+                        "early_stopping": {"patience": 8}, "log_every_n_steps": 10}}
 
 
 @dataclass(frozen=True)
@@ -30,6 +53,7 @@ class ImageKind(InputKind):
     """Image files (any size, grey or colour: converted) and folders of class sub-folders."""
 
     name, domain, Spec = "image", "vision", ImageSpec
+    tasks = ("image-classification",)
 
     def finetune_data(self, card, path: str) -> dict[str, Any]:
         spec = self.spec(card)
@@ -47,12 +71,28 @@ class ImageKind(InputKind):
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_image_files(card, model, inputs, out_dir)
 
+    def baseline(self, run_dir) -> BaselineResult | None:
+        return pixel_baseline_on_run_split(run_dir)
+
+    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+        """The user's class folders resized to the family's input size (:data:`INPUT_SIZES`, else 32 x 32 RGB; grey
+        images are converted), with light augmentation (random resized crops and flips); 40 epochs at most."""
+        side, channels = INPUT_SIZES.get(family, (32, 3))
+        takes_channels = "in_chans" in get_model_entry(family).arg_names()
+        return {"name": f"finetune-{family}",
+                "model": {"name": family, "args": {"in_chans": channels} if takes_channels else {}},
+                "data": {"name": "image_folder", "args": {"root": str(path), "height": side, "width": side,
+                                                          "channels": channels, "mean": [0.5] * channels,
+                                                          "std": [0.5] * channels, "augment": "light"}},
+                **_training(1e-3, 40)}
+
 
 @register_kind
 class SceneKind(InputKind):
     """Unlabelled images of scenes, for slot autoencoders."""
 
     name, domain, Spec = "scene", "vision", ImageSpec
+    tasks = ("object-discovery",)
 
     def finetune_data(self, card, path: str) -> dict:
         """``attnhub finetune slot_autoencoder_micro_64.shapes --data DIR``: DIR's images, at the card's size."""
@@ -65,3 +105,11 @@ class SceneKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_scenes(card, model, inputs, out_dir)
+
+    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+        """The folder's images (searched recursively) at 64 x 64, trained by reconstruction; 30 epochs at most."""
+        recipe = _training(4e-4, 30)
+        recipe["optimizer"]["weight_decay"] = 0.0
+        return {"name": f"finetune-{family}", "model": {"name": family, "args": {}},
+                "data": {"name": "scene_folder", "args": {"root": str(path), "size": 64}},
+                **recipe, "trainer": {**recipe["trainer"], "gradient_clip_val": 1.0}}

@@ -177,3 +177,19 @@ def test_finetune_on_a_folder_of_unlabelled_images(tmp_path, capsys):
                      "--output-dir", str(tmp_path / "runs2")]) != 0
         assert re.search(message, capsys.readouterr().err)
     assert not (tmp_path / "runs2").exists()  # failed before a run folder was made
+
+
+def test_bare_family_trains_from_scratch_on_unlabelled_images(tmp_path, capsys):
+    import json
+
+    from hub.cli import main
+
+    _write_scenes(tmp_path / "scenes", 12)
+    assert main(["finetune", "slot_autoencoder_micro_64", "--data", str(tmp_path / "scenes"), "--no-progress",
+                 "--output-dir", str(tmp_path / "runs"), "trainer.max_epochs=1", "trainer.accelerator=cpu",
+                 "data.args.batch_size=4"]) == 0
+    run = next((tmp_path / "runs").glob("*/*"))
+    card = hub.model_card(str(run))
+    assert card.recipe["resolved"]["model"]["init_from"] is None and card.input_spec["height"] == 64
+    summary = json.loads((run / "metrics.json").read_text())
+    assert "test/loss" in summary["test"] and "baseline" not in summary  # no supervised metric, no baseline

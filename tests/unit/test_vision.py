@@ -110,3 +110,65 @@ def test_image_folder_training_augmentation_is_timms_and_seeded(tmp_path, channe
     assert torch.equal(torch.get_rng_state(), state) and random.getstate() == py_state
     with pytest.raises(DataError, match="augment must be one of"):
         image_folder(str(tmp_path), 16, 16, channels, mean, std, augment="heavy")
+
+
+def _stripe_folder(root, counts: dict[str, int], size: int = 20):
+    """Class folders of grey PNGs as a user holds them: ``root/<split>/<class>/*.png`` for each ``split: n``
+    of ``counts``; class ``horizontal`` has horizontal stripes, ``vertical`` vertical ones, both noisy."""
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    stripes = (np.arange(size) // 2 % 2 * 160).astype(np.float64)
+    for split, n in counts.items():
+        for label, pattern in (("horizontal", np.tile(stripes[:, None], (1, size))),
+                               ("vertical", np.tile(stripes[None, :], (size, 1)))):
+            (root / split / label).mkdir(parents=True)
+            for i in range(n):
+                image = np.clip(pattern + rng.normal(0, 30, pattern.shape) + 40, 0, 255).astype(np.uint8)
+                Image.fromarray(image).save(root / split / label / f"{label}{i}.png")
+    return root
+
+
+def test_cli_finetune_bare_family_on_class_folders_with_a_test_folder(tmp_path, capsys):
+    import csv
+    import json
+    from pathlib import Path
+
+    from hub.cli import main
+
+    root = _stripe_folder(tmp_path / "stripes", {"train": 10, "test": 6})  # no val/: a part of train/
+    assert main(["finetune", "resnet_cbam_micro_32", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    card = hub.model_card(str(run))
+    assert card.label_names == ["horizontal", "vertical"] and card.input_spec["height"] == 32
+    assert card.model_args["in_chans"] == 3
+    kept = json.loads((run / "metrics.json").read_text())["baseline"]
+    assert kept["name"].startswith("logistic regression on pixels") and kept["metric"] == "test/acc"
+    assert list(kept["test"]) == ["test/acc", "test/auroc", "test/auprc"]
+    assert kept["test"]["test/acc"] == 1.0  # the stripes' direction is plain in the pixels
+    verdict = "is at least as good as logistic regression" if kept["model_is_better"] else "WARNING: logistic"
+    assert verdict in out and "logistic regression on pixels (C=" in out
+    rows = list(csv.DictReader(open(run / kept["predictions"])))
+    assert sorted(r["file"] for r in rows) == sorted(p.relative_to(root).as_posix() for p in root.glob("test/*/*"))
+    assert list(rows[0]) == ["file", "target", "prediction", "proba_horizontal", "proba_vertical"]
+
+
+def test_image_folder_splits_and_errors_before_training(tmp_path, capsys):
+    from hub.cli import main
+    from vision.data import image_folder
+
+    root = _stripe_folder(tmp_path / "three", {"train": 10, "val": 3, "test": 4})
+    data = image_folder(str(root), 8, 8, 1, [0.5], [0.5])
+    data.setup()
+    assert data.info["sizes"] == [20, 6, 8]  # the user's own val/ and test/
+    carved = image_folder(str(_stripe_folder(tmp_path / "one", {"train": 20})), 8, 8, 1, [0.5], [0.5])
+    carved.setup()
+    train, val, test = carved.info["sizes"]
+    assert train == 28 and val + test == 12 and min(val, test) >= 2  # val and test: stratified parts of train/
+    (root / "test" / "diagonal").mkdir()
+    (root / "test" / "vertical").rename(root / "test" / "diagonal" / "v")
+    assert main(["finetune", "vit_digits", "--data", str(root), "--output-dir", str(tmp_path / "runs")]) == 2
+    assert "test has classes ['diagonal', 'horizontal'] but" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()  # refused before a run folder was made

@@ -1,0 +1,49 @@
+"""The classical baseline of an audio classifier trained on a user's audio folder: logistic regression
+(:func:`hub.classical.logistic_regression_baseline`) on each clip's MFCC statistics, the mean and the standard
+deviation over time of every coefficient (torchaudio's ``MFCC``: 20 coefficients of 40 mel bands, 25 ms windows,
+10 ms hop), fitted on the run's own training split and scored on its test split. Clips are read as the models read
+them (mono, 16 kHz, scaled to unit RMS, so the recording level does not count)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from audio.features import SAMPLE_RATE, read_audio
+from hub.classical import logistic_regression_baseline
+from hub.kinds import BaselineResult
+
+BASELINE_NAME = "logistic regression on MFCC statistics"
+NUM_MFCC = 20
+
+
+def mfcc_statistics(files: list[Path]) -> np.ndarray:
+    """Each clip's MFCC mean and std over time. Shapes: -> (N, 2 * NUM_MFCC)"""
+    import torchaudio
+
+    mfcc = torchaudio.transforms.MFCC(SAMPLE_RATE, NUM_MFCC, melkwargs={"n_fft": 400, "hop_length": 160,
+                                                                         "n_mels": 40})
+    rows = []
+    for path in files:
+        wave = read_audio(path)
+        wave = (wave - wave.mean()) / wave.pow(2).mean().sqrt().clamp_min(1e-8)  # (samples,), unit RMS
+        coefficients = mfcc(wave)  # (NUM_MFCC, frames)
+        rows.append(torch.cat([coefficients.mean(1), coefficients.std(1, correction=0)]))
+    return torch.stack(rows).numpy()
+
+
+def mfcc_baseline_on_run_split(run_dir) -> BaselineResult | None:
+    """Logistic regression on MFCC statistics of the run's split; None for a run whose data is not an audio folder."""
+    from hub.recipe import load_recipe
+    from hub.registry import get_dataset_entry
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    if recipe.data.name != "audio_folder":
+        return None
+    data = get_dataset_entry(recipe.data.name).builder(**recipe.data.args)
+    splits, classes = data.split_items()  # the run's split; the spectrograms are not needed
+    features = {s: mfcc_statistics([f for f, _ in items]) for s, items in splits.items()}
+    labels = {s: np.array([label for _, label in items]) for s, items in splits.items()}
+    ids = [Path(f).relative_to(data.root).as_posix() for f, _ in splits["test"]]
+    return logistic_regression_baseline(BASELINE_NAME, features, labels, classes, ids, "file", recipe.seed)

@@ -1,0 +1,38 @@
+"""The classical baseline of an image classifier trained on a user's image folder: logistic regression on the
+pixels (:func:`hub.classical.logistic_regression_baseline`), each image read as the model reads it (its
+``input_spec``: grey or RGB, resized to the model's input size, normalised), fitted on the run's own training split
+(no augmentation) and scored on its test split."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hub.classical import logistic_regression_baseline
+from hub.kinds import BaselineResult
+from vision.io import read_image
+
+BASELINE_NAME = "logistic regression on pixels"
+
+
+def pixels(files: list[Path], spec: dict) -> np.ndarray:
+    """The images as rows of pixels. Shapes: -> (N, C * H * W)"""
+    return torch.stack([read_image(f, spec) for f in files]).flatten(1).numpy()
+
+
+def pixel_baseline_on_run_split(run_dir) -> BaselineResult | None:
+    """Logistic regression on the pixels of the run's split; None for a run whose data is not an image folder."""
+    from hub.recipe import load_recipe
+    from hub.run.train import build_data
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    if recipe.data.name != "image_folder":
+        return None
+    data = build_data(recipe)
+    sets = {"train": data.train_set, "val": data.val_set, "test": data.test_set}
+    features = {s: pixels(d.files, data.input_spec) for s, d in sets.items()}
+    labels = {s: np.asarray(d.labels) for s, d in sets.items()}
+    ids = [Path(f).relative_to(data.root).as_posix() for f in data.test_set.files]
+    return logistic_regression_baseline(BASELINE_NAME, features, labels, data.label_names, ids, "file",
+                                        recipe.seed)
