@@ -76,6 +76,19 @@ def _split_masks(nodes_path: Path, values: list[str], y: torch.Tensor) -> dict[s
     return masks
 
 
+def header_feature_columns(root: str | Path) -> list[str] | None:
+    """The feature column names in the header of ``root/nodes.csv`` (all but id, label, split); None when the
+    header cannot be read (reading the folder then names the problem)."""
+    import csv
+
+    try:
+        with open(Path(root) / "nodes.csv", newline="", encoding="utf-8-sig") as f:
+            header = [h.strip() for h in next(csv.reader(f))]
+    except (OSError, UnicodeDecodeError, csv.Error, StopIteration):
+        return None
+    return [h for h in header if h not in ("id", "label", "split")]
+
+
 def read_graph_folder(root: str | Path) -> tuple[Data, list[str], list[str], list[str]]:
     """A user graph folder -> (graph with ``y = -1`` on unlabelled nodes, node ids, label names,
     feature column names). With a ``split`` column the graph also has boolean ``{train,val,test}_mask``.

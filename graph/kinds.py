@@ -5,7 +5,8 @@ small graphs for graph classifiers, generated only: no user format for them yet)
   (:func:`graph.io.read_graph_folder`), its features normalised as the card's were. When DIR's feature columns
   differ from the pretrained model's input (another feature space), the input layer's projection cannot carry over
   and is trained fresh, as is the classifier for a new set of classes; the other weights (the attention vectors
-  and biases, and the output layer when the number of classes is the same) start from the pretrained model.
+  and biases, and the output layer when the number of classes is the same) start from the pretrained model. As many
+  feature columns as the card's but renamed or reordered are refused, naming the family to train from scratch.
 - from scratch: ``attnhub finetune gat --data DIR`` (also ``gatv2``, ``cat``) trains the family with its Planetoid
   recipe's dimensions and optimiser (:meth:`GraphKind.default_recipe`), on DIR's ``split`` column or a stratified
   split of its labelled nodes; ``attnhub finetune gat_pma --data DIR`` refuses, naming the data it would need.
@@ -23,7 +24,7 @@ import torch
 
 from graph.baselines import logistic_on_run_split
 from graph.explain import explain_nodes
-from graph.io import node_features, read_graph_folder
+from graph.io import header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 
@@ -50,7 +51,16 @@ class GraphKind(InputKind):
     tasks = ("node-classification",)
 
     def finetune_data(self, card, path: str) -> dict[str, Any]:
-        return {"name": "graph_folder", "args": {"root": str(path), "normalize": self.spec(card).normalize}}
+        """The graph folder ``path``, normalised as the card's data. Feature columns other than the card's but as
+        many (renamed or reordered) are refused: the input projection would be applied to the wrong columns."""
+        spec = self.spec(card)
+        columns = header_feature_columns(path)
+        if spec.feature_columns is not None and columns is not None and columns != spec.feature_columns \
+                and len(columns) == len(spec.feature_columns):
+            raise DataError(f"{path}/nodes.csv has the feature columns {columns[:5]}..., not those {card.name} was "
+                            f"trained on ({spec.feature_columns[:5]}...) in that order; give the same columns, or "
+                            f"train the family from scratch: attnhub finetune {card.family} --data {path}")
+        return {"name": "graph_folder", "args": {"root": str(path), "normalize": spec.normalize}}
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         spec = self.spec(card)

@@ -327,6 +327,14 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     assert main(["finetune", "gat.cora", "trainer.max_epochs=10", "trainer.early_stopping.patience=null",
                  "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
     run_dir = capsys.readouterr().out.split("run folder: ")[1].split()[0]
+    card = hub.model_card(run_dir)
+    assert card.input_spec["normalize"] is True  # as gat.cora's features were
+    assert json.loads((Path(run_dir) / "metrics.json").read_text())["baseline"]["metric"] == "test/acc"
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    (renamed / "nodes.csv").write_text((root / "nodes.csv").read_text().replace("id,f0,f1,f2", "id,f2,f1,f0", 1))
+    assert main(["finetune", run_dir, "--data", str(renamed), "--output-dir", str(tmp_path / "runs")]) == 2
+    assert f"train the family from scratch: attnhub finetune gat --data {renamed}" in capsys.readouterr().err
     assert main(["predict", run_dir, str(root), "--top-k", "2", "--out", str(tmp_path / "p.csv"),
                  "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
