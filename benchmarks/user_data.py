@@ -3,11 +3,12 @@ beside the classical baseline that ``attnhub finetune`` fits on the same split. 
 datasets under a work folder, runs short ``finetune`` commands (CPU) and returns a markdown row per run: command,
 data, model metric, baseline metric, seeds.
 
-    HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio timeseries [--work DIR] [--seeds 0 1 2]
+    HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio graph timeseries [--work DIR] [--seeds 0 1 2]
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import sys
@@ -119,6 +120,35 @@ def timeseries(work: Path, seeds: list[int]) -> list[str]:
     ]:
         rows += _finetune_rows(family, folder, data, ["trainer.accelerator=cpu"], seeds, work)
     return rows
+
+
+def graph(work: Path, seeds: list[int]) -> list[str]:
+    """CiteSeer (Planetoid files in ``$HUB_DATA_DIR/planetoid``) as a user's graph folder: nodes.csv with string
+    ids ``paper-<index>``, the 3,703 word columns ``w0``..., a ``label`` column (``topic-<class>``; blank for the
+    15 isolated nodes the Planetoid files give no label) and the public split (120/500/1000) as a ``split``
+    column; edges.csv with each undirected edge once. ``gat`` from scratch with its default recipe, CPU."""
+    from graph.data import read_planetoid
+
+    raw = read_planetoid("CiteSeer")
+    test_index = [int(line) for line in (data_dir() / "planetoid" / "ind.citeseer.test.index").read_text().split()]
+    unlabelled = set(range(min(test_index), max(test_index) + 1)) - set(test_index)  # padded by PyG's reader
+    folder = work / "citeseer"
+    folder.mkdir(parents=True, exist_ok=True)
+    split = [next((s for s in ("train", "val", "test") if raw[f"{s}_mask"][i]), "") for i in range(raw.num_nodes)]
+    features = raw.x  # (N, 3703) dense 0/1 word indicators
+    with open(folder / "nodes.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", *[f"w{j}" for j in range(features.shape[1])], "label", "split"])
+        for i, row in enumerate(features.tolist()):
+            label = "" if i in unlabelled else f"topic-{int(raw.y[i])}"
+            writer.writerow([f"paper-{i}", *[f"{v:g}" for v in row], label, split[i]])
+    src, dst = raw.edge_index
+    with open(folder / "edges.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["src", "dst"])
+        writer.writerows([f"paper-{a}", f"paper-{b}"] for a, b in zip(src.tolist(), dst.tolist()) if a <= b)
+    described = "CiteSeer as nodes.csv/edges.csv, string ids, public split column (120/500/1000)"
+    return _finetune_rows("gat", folder, described, ["trainer.accelerator=cpu"], seeds, work)
 
 
 def main() -> None:

@@ -12,9 +12,10 @@ test.index}``, as in Yang et al.'s repository) with PyG's Planetoid reader; when
 training, 500 for validation, 1000 for testing. Features are row-normalised, as in the GAT paper.
 
 A user graph folder holds ``nodes.csv`` (a column ``id``, numeric feature columns, a column ``label``
-left blank for unlabelled nodes) and ``edges.csv`` (columns ``src``, ``dst`` naming node ids); edges
-are made undirected. The labelled nodes are split stratified into train/val/test; the unlabelled
-nodes are the ones ``attnhub predict`` labels.
+left blank for unlabelled nodes, optionally a column ``split``: ``train``, ``val``, ``test`` or blank)
+and ``edges.csv`` (columns ``src``, ``dst`` naming node ids); edges are made undirected. Without a
+``split`` column the labelled nodes are split stratified into train/val/test; the unlabelled nodes
+are the ones ``attnhub predict`` labels.
 """
 from __future__ import annotations
 
@@ -174,22 +175,36 @@ def karate_club(seed: int = 0, split_seed: int = 0) -> KarateData:
 
 
 class GraphFolderData(NodeGraphData):
-    """A user graph folder (see the module docstring), labelled nodes split stratified."""
+    """A user graph folder (see the module docstring): the split of its ``split`` column, or else its labelled
+    nodes split stratified (``split_seed``); ``ids`` holds the node ids, in the graph's node order."""
 
     def __init__(self, root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
                  test_fraction: float = 0.2, normalize: bool = False):
         super().__init__(seed)
         self.root, self.split_seed, self.normalize = Path(root), split_seed, normalize
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.ids: list[str] = []
 
     def load(self):
-        graph, _, label_names, feature_columns = read_graph_folder(self.root)
+        graph, self.ids, label_names, feature_columns = read_graph_folder(self.root)
+        split_column = "train_mask" in graph
+        if not split_column:
+            self._stratified_split(graph, label_names)
+        graph.x = node_features(graph.x, self.normalize)
+        self.input_spec = {"normalize": self.normalize, "feature_columns": feature_columns}
+        return graph, label_names, {"source": str(self.root), "license": "the user's data",
+                                    "unlabelled": int((graph.y < 0).sum()),
+                                    "split_from": "the column 'split'" if split_column else
+                                    f"stratified at random, split_seed {self.split_seed}"}
+
+    def _stratified_split(self, graph: Data, label_names: list[str]) -> None:
         labelled = torch.nonzero(graph.y >= 0).view(-1)
         counts = torch.bincount(graph.y[labelled], minlength=len(label_names))
         if (counts < 3).any():
             rare = {label_names[i]: int(counts[i]) for i in torch.nonzero(counts < 3).view(-1).tolist()}
             raise DataError(f"{self.root / 'nodes.csv'} column 'label': class(es) {rare} have fewer than 3 labelled "
-                            "nodes; the stratified train/val/test split needs at least 3 per class")
+                            "nodes; the stratified train/val/test split needs at least 3 per class (or give a "
+                            "'split' column)")
         fractions = (1 - self.val_fraction - self.test_fraction, self.val_fraction, self.test_fraction)
         parts = stratified_split(graph.y[labelled].numpy(), fractions, self.split_seed,
                                  source=str(self.root / "nodes.csv"))
@@ -197,16 +212,12 @@ class GraphFolderData(NodeGraphData):
             mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
             mask[labelled[torch.from_numpy(part)]] = True
             graph[f"{split}_mask"] = mask
-        graph.x = node_features(graph.x, self.normalize)
-        self.input_spec = {"normalize": self.normalize, "feature_columns": feature_columns}
-        return graph, label_names, {"source": str(self.root), "license": "the user's data",
-                                    "unlabelled": int((graph.y < 0).sum())}
 
 
 @register_dataset(task="node-classification")
 def graph_folder(root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
                  test_fraction: float = 0.2, normalize: bool = False) -> GraphFolderData:
-    """A user graph: nodes.csv (id, features, label; blank = unlabelled) and edges.csv (src, dst)."""
+    """A user graph: nodes.csv (id, features, label; blank = unlabelled; optional split) and edges.csv (src, dst)."""
     return GraphFolderData(root, seed, split_seed, val_fraction, test_fraction, normalize)
 
 

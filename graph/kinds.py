@@ -1,10 +1,16 @@
-"""The graph input kind ``"graph"`` (user graph folders for node classifiers).
+"""The graph input kinds: ``"graph"`` (user graph folders for node classifiers) and ``"graph-batch"`` (sets of
+small graphs for graph classifiers, generated only: no user format for them yet).
 
 - finetune: ``attnhub finetune gat.cora --data DIR`` trains on the graph folder DIR
-  (:func:`graph.io.read_graph_folder`). When DIR's feature columns differ from the
-  pretrained model's input (another feature space), the input layer's projection cannot carry over
-  and is trained fresh, as is the classifier for a new set of classes; the other weights start
-  from the pretrained model.
+  (:func:`graph.io.read_graph_folder`), its features normalised as the card's were. When DIR's feature columns
+  differ from the pretrained model's input (another feature space), the input layer's projection cannot carry over
+  and is trained fresh, as is the classifier for a new set of classes; the other weights (the attention vectors
+  and biases, and the output layer when the number of classes is the same) start from the pretrained model. As many
+  feature columns as the card's but renamed or reordered are refused, naming the family to train from scratch.
+- from scratch: ``attnhub finetune gat --data DIR`` (also ``gatv2``, ``cat``) trains the family with its Planetoid
+  recipe's dimensions and optimiser (:meth:`GraphKind.default_recipe`), on DIR's ``split`` column or a stratified
+  split of its labelled nodes; ``attnhub finetune gat_pma --data DIR`` refuses, naming the data it would need.
+- baseline: logistic regression on node features and neighbour means (:mod:`graph.baselines`), on the run's split.
 - predict: ``attnhub predict NAME DIR`` runs the model over the whole graph and returns the
   unlabelled nodes (blank ``label``), one line each, named by their id; with the card's OOD statistics
   (:mod:`hub.ood`: the energy of each node's logits), each node's ``ood_score`` and ``ood``.
@@ -17,10 +23,15 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
+from graph.baselines import logistic_on_run_split
 from graph.explain import explain_nodes
-from graph.io import node_features, read_graph_folder
+from graph.io import header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
-from hub.kinds import InputKind, KindSpec, register_kind
+from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+
+# The Planetoid recipes' (recipes/graph/*_citeseer.yaml) model arguments, optimiser and stopping rule (the GAT paper's)
+PLANETOID_MODEL_ARGS = {"hidden": 8, "heads": 8, "out_heads": 1, "dropout": 0.6}
+FAMILY_MODEL_ARGS = {"cat": {"variant": "explicit", "num_clusters": 16}}
 
 
 @dataclass(frozen=True)
@@ -38,9 +49,19 @@ class GraphKind(InputKind):
     """A graph folder (nodes.csv, edges.csv) for node classifiers."""
 
     name, domain, Spec = "graph", "graph", GraphSpec
+    tasks = ("node-classification",)
 
     def finetune_data(self, card, path: str) -> dict[str, Any]:
-        return {"name": "graph_folder", "args": {"root": str(path)}}
+        """The graph folder ``path``, normalised as the card's data. Feature columns other than the card's but as
+        many (renamed or reordered) are refused: the input projection would be applied to the wrong columns."""
+        spec = self.spec(card)
+        columns = header_feature_columns(path)
+        if spec.feature_columns is not None and columns is not None and columns != spec.feature_columns \
+                and len(columns) == len(spec.feature_columns):
+            raise DataError(f"{path}/nodes.csv has the feature columns {columns[:5]}..., not those {card.name} was "
+                            f"trained on ({spec.feature_columns[:5]}...) in that order; give the same columns, or "
+                            f"train the family from scratch: attnhub finetune {card.family} --data {path}")
+        return {"name": "graph_folder", "args": {"root": str(path), "normalize": spec.normalize}}
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         spec = self.spec(card)
@@ -63,3 +84,38 @@ class GraphKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
         return explain_nodes(card, model, inputs, out_dir, data)
+
+    def baseline(self, run_dir) -> BaselineResult:
+        return logistic_on_run_split(run_dir)
+
+    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+        """The family's Planetoid recipe on the graph folder ``path``: in_channels and num_classes from the data,
+        Adam (lr 0.005, L2 5e-4), at most 1000 full-batch epochs, stopped after 100 without progress on val/loss
+        or val/acc."""
+        return {
+            "name": f"finetune-{family}",
+            "model": {"name": family, "args": {**PLANETOID_MODEL_ARGS, **FAMILY_MODEL_ARGS.get(family, {})}},
+            "data": {"name": "graph_folder", "args": {"root": str(path)}},
+            "optimizer": {"name": "adam", "lr": 0.005, "weight_decay": 5e-4},
+            "scheduler": {"name": "none"},
+            "trainer": {"max_epochs": 1000, "accelerator": "auto", "devices": 1, "log_every_n_steps": 1,
+                        "monitor": ["val/loss", "val/acc"], "early_stopping": {"patience": 100}},
+        }
+
+
+@register_kind
+class GraphBatchKind(InputKind):
+    """Sets of small graphs with one label each, for graph classifiers (``gat_pma``); only the generated
+    ``graph_families`` data exists in this form, so a default recipe on user data is refused."""
+
+    name, domain = "graph-batch", "graph"
+    tasks = ("graph-classification",)
+
+    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+        raise DataError(
+            f"{family!r} classifies whole graphs, and no user data format for graph classification is read yet: "
+            f"training it on {path} would need a set of labelled graphs (e.g. graphs.csv: graph id, label, split; "
+            "nodes.csv: graph id, node id, features; edges.csv: graph id, src, dst). It trains on the generated "
+            f"graph families only (attnhub train recipes/graph/gat_pma_families.yaml); to classify the nodes of "
+            f"one graph (nodes.csv with a label column, edges.csv) train a node classifier: "
+            f"attnhub finetune gat --data {path}")

@@ -217,6 +217,97 @@ def test_user_graph_split_and_missing_columns(tmp_path):
         graph_folder(str(root)).setup("fit")
 
 
+def with_split_column(root: Path, split: list[str]) -> Path:
+    """Add a ``split`` column (one value per node, in nodes.csv order) to the graph folder ``root``."""
+    rows = list(csv.reader(open(root / "nodes.csv")))
+    rows = [[*rows[0], "split"], *[[*row, value] for row, value in zip(rows[1:], split)]]
+    csv.writer(open(root / "nodes.csv", "w", newline="")).writerows(rows)
+    return root
+
+
+def split_of(i: int, unlabelled: int = 6) -> str:
+    return "" if i < unlabelled else ("train", "val", "test", "")[i % 4]
+
+
+def test_user_graph_split_column_gives_the_masks(tmp_path):
+    from graph.data import graph_folder
+
+    data = graph_folder(str(with_split_column(generated_graph(tmp_path / "g"), [split_of(i) for i in range(60)])))
+    data.setup("fit")
+    for split in ("train", "val", "test"):
+        assert data.graph[f"{split}_mask"].tolist() == [split_of(i) == split for i in range(60)]
+    assert data.info["split_from"] == "the column 'split'" and data.ids[:2] == ["n0", "n1"]
+
+
+@pytest.mark.parametrize("split,message", [
+    ([""] * 6 + ["train", "val", "test", "exam"] * 13 + ["train", "val"],
+     "line 11 column 'split': 'exam'; expected one of ['train', 'val', 'test']"),
+    (["test", "train", "val"] * 20, "line 2: split 'test' but a blank 'label'"),
+    ([""] * 6 + ["train", "test"] * 27, "column 'split' names no 'val' node"),
+])
+def test_bad_split_column_fails_clearly(tmp_path, split, message):
+    from graph.data import graph_folder
+
+    with pytest.raises(DataError) as err:
+        graph_folder(str(with_split_column(generated_graph(tmp_path / "g"), split))).setup("fit")
+    assert message in str(err.value)
+
+
+def test_neighbour_mean_baseline_reads_the_neighbours():
+    """Node features alone are too noisy to classify well; averaged over 8 same-class neighbours they are not."""
+    from torch_geometric.data import Data
+
+    from graph.baselines import logistic_on_neighbour_means
+
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.arange(300) % 3
+    x = F.one_hot(labels, 3).float() + 1.5 * torch.randn(300, 3, generator=generator)
+    same = [torch.nonzero(labels == c).view(-1) for c in range(3)]
+    src = torch.arange(300).repeat_interleave(4)
+    dst = torch.stack([same[int(labels[i])][torch.randint(0, 100, (4,), generator=generator)] for i in range(300)])
+    edges = torch.stack([src, dst.view(-1)])
+    part = torch.arange(300) // 3 % 3  # independent of the class
+    graph = Data(x=x, edge_index=torch.cat([edges, edges.flip(0)], 1), y=labels, train_mask=part == 0,
+                 val_mask=part == 1, test_mask=part == 2)
+    ids = [f"node-{i}" for i in range(300)]
+    result = logistic_on_neighbour_means(graph, ["a", "b", "c"], ids)
+    assert result.metrics["test/acc"] > 0.95 and list(result.metrics) == ["test/acc", "test/f1"]
+    assert logistic_on_neighbour_means(graph, ["a", "b", "c"], ids, hops=0).metrics["test/acc"] < 0.8
+    test = [i for i in range(300) if part[i] == 2]
+    assert result.predictions["id"] == [ids[i] for i in test]
+    assert result.predictions["target"] == [["a", "b", "c"][i % 3] for i in test]
+    assert list(result.predictions)[3:] == ["proba_a", "proba_b", "proba_c"]
+
+
+@pytest.mark.parametrize("family", ["gat", "gatv2", "cat"])
+def test_cli_finetune_bare_family_on_a_user_graph_with_its_baseline(tmp_path, capsys, family):
+    from graph.baselines import NAME
+    from hub.cli import main
+
+    root = with_split_column(generated_graph(tmp_path / "graph"), [split_of(i) for i in range(60)])
+    assert main(["finetune", family, "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu"]) == 0
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    summary = json.loads((run / "metrics.json").read_text())
+    assert summary["baseline"]["name"] == NAME and summary["baseline"]["metric"] == "test/acc"
+    assert f"{NAME} on the same split: test/acc" in out
+    assert ("the model is at least as good as" if summary["baseline"]["model_is_better"] else "WARNING:") in out
+    rows = list(csv.DictReader(open(run / summary["baseline"]["predictions"])))
+    assert [r["id"] for r in rows] == [f"n{i}" for i in range(60) if split_of(i) == "test"]
+    assert hub.model_card(str(run)).model_args["in_channels"] == 3
+
+
+def test_graph_classifier_from_scratch_on_user_data_is_refused_naming_what_it_needs(tmp_path, capsys):
+    from hub.cli import main
+
+    root = generated_graph(tmp_path / "graph")
+    assert main(["finetune", "gat_pma", "--data", str(root), "--output-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert "no user data format for graph classification" in err and "graphs.csv: graph id, label" in err
+    assert f"attnhub finetune gat --data {root}" in err and not (tmp_path / "runs").exists()
+
+
 def test_pubmed_names_the_missing_allx_file(tmp_path, monkeypatch):
     from graph.data import PLANETOID_FILES, pubmed
 
@@ -235,7 +326,15 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     root = generated_graph(tmp_path / "graph")
     assert main(["finetune", "gat.cora", "trainer.max_epochs=10", "trainer.early_stopping.patience=null",
                  "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress"]) == 0
-    run_dir = capsys.readouterr().out.strip().splitlines()[-1].removeprefix("run folder: ")
+    run_dir = capsys.readouterr().out.split("run folder: ")[1].split()[0]
+    card = hub.model_card(run_dir)
+    assert card.input_spec["normalize"] is True  # as gat.cora's features were
+    assert json.loads((Path(run_dir) / "metrics.json").read_text())["baseline"]["metric"] == "test/acc"
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    (renamed / "nodes.csv").write_text((root / "nodes.csv").read_text().replace("id,f0,f1,f2", "id,f2,f1,f0", 1))
+    assert main(["finetune", run_dir, "--data", str(renamed), "--output-dir", str(tmp_path / "runs")]) == 2
+    assert f"train the family from scratch: attnhub finetune gat --data {renamed}" in capsys.readouterr().err
     assert main(["predict", run_dir, str(root), "--top-k", "2", "--out", str(tmp_path / "p.csv"),
                  "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
