@@ -3,7 +3,7 @@ beside the classical baseline that ``attnhub finetune`` fits on the same split. 
 datasets under a work folder, runs short ``finetune`` commands (CPU) and returns a markdown row per run: command,
 data, model metric, baseline metric, seeds.
 
-    HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio graph timeseries [--work DIR] [--seeds 0 1 2]
+    HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio graph timeseries [--seeds 0 1 2]
 """
 from __future__ import annotations
 
