@@ -96,9 +96,14 @@ def fit_intervals(val: list[np.ndarray], test: list[np.ndarray], names: list[str
 
 def fit_temperature_figures(val_logits: torch.Tensor, val_labels: torch.Tensor, test_logits: torch.Tensor,
                             test_labels: torch.Tensor) -> dict[str, Any]:
-    """The temperature fitted on the validation logits (N, C) and labels (N,), with the NLL and expected
-    calibration error before and after on both splits: a card's ``calibration``."""
-    temperature = fit_temperature(val_logits, val_labels)
+    """The temperature fitted on the validation logits (N, C) and labels (N,) (by NLL), with the NLL and expected
+    calibration error before and after on both splits: a card's ``calibration``. A temperature that would raise the
+    validation ECE is not applied (1.0 is kept, and the fitted one is recorded as ``rejected_temperature``): the
+    calibration step never makes the validation split's calibration worse."""
+    temperature, rejected = fit_temperature(val_logits, val_labels), {}
+    if calibration_error((val_logits / temperature).softmax(1), val_labels) > calibration_error(
+            val_logits.softmax(1), val_labels):
+        temperature, rejected = 1.0, {"rejected_temperature": temperature}
 
     def figures(logits, labels):
         return {"nll": float(F.cross_entropy(logits, labels)),
@@ -106,7 +111,7 @@ def fit_temperature_figures(val_logits: torch.Tensor, val_labels: torch.Tensor, 
                 "ece": calibration_error(logits.softmax(1), labels),
                 "ece_calibrated": calibration_error((logits / temperature).softmax(1), labels)}
 
-    return {"temperature": temperature, "fitted_on": f"validation split ({len(val_labels)} items)",
+    return {"temperature": temperature, **rejected, "fitted_on": f"validation split ({len(val_labels)} items)",
             "val": figures(val_logits, val_labels), "test": figures(test_logits, test_labels)}
 
 

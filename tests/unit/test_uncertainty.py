@@ -230,3 +230,15 @@ def test_scene_reconstruction_error_flags_images_off_the_training_subspace():
     card = SimpleNamespace(input_spec={"kind": "scene"})
     noisy = ood.score_inputs(model, card, detector, loader(images(500, off_subspace=0.2)))
     assert detector.flag(noisy).mean() >= 0.95
+
+
+def test_a_temperature_that_would_worsen_validation_ece_is_not_applied(monkeypatch):
+    import hub.uncertainty
+
+    rng = torch.Generator().manual_seed(0)
+    logits = torch.randn(4000, 5, generator=rng) * 1.5
+    labels = torch.multinomial(logits.softmax(1), 1, generator=rng).squeeze(1)  # calibrated as they are
+    monkeypatch.setattr(hub.uncertainty, "fit_temperature", lambda logits, labels: 4.0)  # far too soft
+    figures = fit_temperature_figures(logits[:2000], labels[:2000], logits[2000:], labels[2000:])
+    assert figures["temperature"] == 1.0 and figures["rejected_temperature"] == 4.0
+    assert figures["val"]["ece_calibrated"] == figures["val"]["ece"]
