@@ -302,8 +302,10 @@ def survival_csv(path: str, time_col: str = "time", event_col: str = "event", ge
                  expect_num_clinical: int | None = None, batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.2, loss: str = "efron",
                  rank_weight: float = 0.0) -> SurvivalCSVData:
-    """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest but
-    an ``id`` column), numeric or categorical (``categories``: column -> its categories; default: inferred)."""
+    """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest).
+
+    An ``id`` column is not a covariate; clinical columns are numeric or categorical (``categories``: column -> its
+    categories; default: inferred from the training and validation rows)."""
     return SurvivalCSVData(path, time_col, event_col, list(gene_cols), clinical_cols, categories, test_fraction,
                            expect_num_genes, expect_num_clinical, batch_size=batch_size, num_workers=num_workers,
                            seed=seed, split_seed=split_seed, val_fraction=val_fraction, loss=loss,
