@@ -54,7 +54,7 @@ from hub.errors import DataError, DatasetUnavailable
 from hub.io import atomic_write_bytes
 from hub.registry import register_dataset
 from hub.weights import cache_dir, read_verified, sha256_bytes
-from medical.io import _bad_rows, feature_matrix
+from medical.io import _bad_rows, encoded_names, feature_matrix, infer_categories
 
 # The files of ../shared/data/deepsurv/PROVENANCE.md: GitHub jaredleekatzman/DeepSurv at a fixed commit.
 DEEPSURV_URL = ("https://raw.githubusercontent.com/jaredleekatzman/DeepSurv/"
@@ -121,7 +121,9 @@ class SurvivalTableData(HubDataModule):
 
     def load(self) -> dict[str, Any]:
         """``{"train": (x, time, event), "test": (x, time, event), "genes": [...], "clinical": [...]}`` with
-        x (N, G + C): gene columns first, NaN where a gene was not measured."""
+        x (N, G + C): gene columns first, NaN where a gene was not measured; ``clinical`` names the C features
+        (``column=category`` for a categorical column's indicators, whose categories an optional ``"categories"``
+        entry keeps: see :mod:`medical.io`)."""
         raise NotImplementedError
 
     def setup(self, stage: str | None = None) -> None:
@@ -140,7 +142,8 @@ class SurvivalTableData(HubDataModule):
         self.val_set = self._rows(x[val], time[val], event[val], mean, std)
         self.test_set = self._rows(*parts["test"], mean, std)
         self.input_spec = {"kind": "survival_table", "genes": self.gene_names, "clinical": self.clinical_names,
-                           "mean": [float(v) for v in mean], "std": [float(v) for v in std]}
+                           "mean": [float(v) for v in mean], "std": [float(v) for v in std],
+                           **({"categories": parts["categories"]} if parts.get("categories") else {})}
         self.info = {**parts["info"], "sizes": [len(train), len(val), len(parts["test"][1])],
                      "split": f"validation: {self.val_fraction:.0%} of train, stratified by event, "
                               f"split_seed={self.split_seed}"}
@@ -225,13 +228,17 @@ def deepsurv_whas(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, s
 
 class SurvivalCSVData(SurvivalTableData):
     """A user's survival table (CSV with a header): one row per patient, split stratified by event into
-    train / validation / test. Gene columns may have empty cells (that gene is masked for that patient)."""
+    train / validation / test. Gene columns may have empty cells (that gene is masked for that patient); clinical
+    columns are numeric or categorical (one indicator per category, :mod:`medical.io`), the categories given or
+    inferred from the training and validation rows."""
 
     def __init__(self, path: str, time_col: str, event_col: str, gene_cols: list[str], clinical_cols: list[str] | None,
-                 test_fraction: float, expect_num_genes: int | None, expect_num_clinical: int | None, **kwargs):
+                 categories: dict[str, list[str]] | None, test_fraction: float, expect_num_genes: int | None,
+                 expect_num_clinical: int | None, **kwargs):
         super().__init__(**kwargs)
         self.path, self.time_col, self.event_col = Path(path), time_col, event_col
         self.gene_cols, self.clinical_cols, self.test_fraction = list(gene_cols), clinical_cols, test_fraction
+        self.categories = categories
         self.expect = {"gene": expect_num_genes, "clinical": expect_num_clinical}
 
     def load(self) -> dict[str, Any]:
@@ -240,7 +247,7 @@ class SurvivalCSVData(SurvivalTableData):
         table = read_csv_frame(self.path, f"a survival table: one row per patient with the columns "
                                           f"{self.time_col!r} (time), {self.event_col!r} (0/1 event) and features")
         clinical = self.clinical_cols if self.clinical_cols is not None else [
-            c for c in table.columns if c not in (self.time_col, self.event_col, *self.gene_cols)]
+            c for c in table.columns if c not in (self.time_col, self.event_col, "id", *self.gene_cols)]
         wanted = {"time column (data.args.time_col)": [self.time_col], "event column (data.args.event_col)":
                   [self.event_col], "gene columns (data.args.gene_cols)": self.gene_cols,
                   "clinical columns (data.args.clinical_cols)": clinical}
@@ -255,6 +262,12 @@ class SurvivalCSVData(SurvivalTableData):
                 raise DataError(f"the model takes {self.expect[kind]} {kind} columns, but {len(cols)} are named "
                                 f"({cols}); set data.args.{kind}_cols to {self.expect[kind]} columns of "
                                 f"{self.path.name}")
+        if not self.gene_cols and not clinical:
+            raise DataError(f"{self.path}: no covariates: the table has only the time and event columns; "
+                            "expected clinical (and optionally gene) columns beside them")
+        unknown = sorted(set(self.categories or {}) - set(clinical))
+        if unknown:
+            raise DataError(f"data.args.categories names {unknown}, which are not clinical columns ({clinical})")
         time = pd.to_numeric(table[self.time_col], errors="coerce").to_numpy(np.float64)
         if not np.isfinite(time).all():
             raise DataError(f"{self.path}: time column {self.time_col!r} has missing, infinite or non-numeric values "
@@ -271,26 +284,32 @@ class SurvivalCSVData(SurvivalTableData):
         if event_raw.sum() == 0:
             raise DataError(f"{self.path}: event column {self.event_col!r} has no events (all 0); the Cox loss "
                             "needs at least one observed event")
-        x = feature_matrix(table, self.path, self.gene_cols, clinical)
         rest, test = stratified_split(event_raw.astype(np.int64), (1 - self.test_fraction, self.test_fraction),
                                       self.split_seed, source=str(self.path))
+        categories = (self.categories if self.categories is not None
+                      else infer_categories(table.iloc[rest], clinical))
+        x = feature_matrix(table, self.path, self.gene_cols, clinical, categories)
         return {"train": (x[rest], time[rest], event_raw[rest]), "test": (x[test], time[test], event_raw[test]),
-                "genes": self.gene_cols, "clinical": clinical,
+                "genes": self.gene_cols, "clinical": encoded_names(clinical, categories), "categories": categories,
                 "info": {"source": str(self.path), "license": "the user's data",
                          "test_split": f"{self.test_fraction:.0%} stratified by event, split_seed={self.split_seed}"}}
 
 
 @register_dataset(task="survival")
 def survival_csv(path: str, time_col: str = "time", event_col: str = "event", gene_cols: list[str] = (),
-                 clinical_cols: list[str] | None = None, test_fraction: float = 0.2,
-                 expect_num_genes: int | None = None, expect_num_clinical: int | None = None,
-                 batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
+                 clinical_cols: list[str] | None = None, categories: dict[str, list[str]] | None = None,
+                 test_fraction: float = 0.2, expect_num_genes: int | None = None,
+                 expect_num_clinical: int | None = None, batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.2, loss: str = "efron",
                  rank_weight: float = 0.0) -> SurvivalCSVData:
-    """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest)."""
-    return SurvivalCSVData(path, time_col, event_col, list(gene_cols), clinical_cols, test_fraction, expect_num_genes,
-                           expect_num_clinical, batch_size=batch_size, num_workers=num_workers, seed=seed,
-                           split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
+    """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest).
+
+    An ``id`` column is not a covariate; clinical columns are numeric or categorical (``categories``: column -> its
+    categories; default: inferred from the training and validation rows)."""
+    return SurvivalCSVData(path, time_col, event_col, list(gene_cols), clinical_cols, categories, test_fraction,
+                           expect_num_genes, expect_num_clinical, batch_size=batch_size, num_workers=num_workers,
+                           seed=seed, split_seed=split_seed, val_fraction=val_fraction, loss=loss,
+                           rank_weight=rank_weight)
 
 
 VARIABLES = ["ALP", "ALT", "AST", "Albumin", "BUN", "Bilirubin", "Cholesterol", "Creatinine", "DiasABP", "FiO2",

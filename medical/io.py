@@ -1,5 +1,20 @@
 """Reading and checking the user's survival tables: the gene and clinical columns as one float matrix, with
-errors naming the column and rows of an infinite, missing or non-numeric value."""
+errors naming the column and rows of an infinite, missing or non-numeric value.
+
+Clinical columns are numeric or categorical, told apart as the tabular package does (numeric when at least 90% of
+the non-empty cells are numbers; :func:`infer_categories`). A categorical column enters the models as one 0/1
+indicator per category seen in the training rows, named ``column=category`` (:func:`encoded_names`); a missing cell
+or a category not seen in training sets none of them.
+
+>>> import pandas as pd
+>>> table = pd.DataFrame({"age": [61, 70, 55], "stage": ["II", "I", None]})
+>>> categories = infer_categories(table, ["age", "stage"]); categories
+{'stage': ['I', 'II']}
+>>> encoded_names(["age", "stage"], categories)
+['age', 'stage=I', 'stage=II']
+>>> feature_matrix(table, Path("t.csv"), [], ["age", "stage"], categories).tolist()
+[[61.0, 0.0, 1.0], [70.0, 1.0, 0.0], [55.0, 0.0, 0.0]]
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,24 +23,62 @@ import numpy as np
 
 from hub.errors import DataError
 
+_NUMERIC_SHARE = 0.9  # a column is numeric when this share of its non-empty cells are numbers (as in tabular)
+
 
 def _bad_rows(mask: np.ndarray) -> str:
     rows = np.flatnonzero(mask)
     return ", ".join(str(r + 2) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")  # +2: header, 1-based
 
 
-def feature_matrix(table, path: Path, gene_cols: list[str], clinical: list[str]) -> np.ndarray:
-    """The (N, G + C) float matrix of a survival table, genes first; NaN only where a gene is not measured."""
+def infer_categories(table, clinical: list[str]) -> dict[str, list[str]]:
+    """The categorical columns among ``clinical`` (fewer than 90% of their non-empty cells are numbers), each with
+    its categories in sorted order; fit it on the training rows."""
     import pandas as pd
 
-    x = table[gene_cols + clinical].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
-    if np.isinf(x).any():
-        col = (gene_cols + clinical)[int(np.flatnonzero(np.isinf(x).any(0))[0])]
-        raise DataError(f"{path}: column {col!r} has infinite values at rows {_bad_rows(np.isinf(x).any(1))}; "
+    categories = {}
+    for column in clinical:
+        present = table[column].dropna()
+        if len(present) and pd.to_numeric(present, errors="coerce").notna().mean() < _NUMERIC_SHARE:
+            categories[column] = sorted({str(v).strip() for v in present.tolist()})
+    return categories
+
+
+def encoded_names(clinical: list[str], categories: dict[str, list[str]]) -> list[str]:
+    """The model's clinical feature names: a numeric column's own name, ``column=category`` per category."""
+    return [name for column in clinical
+            for name in ([f"{column}={c}" for c in categories[column]] if column in categories else [column])]
+
+
+def clinical_columns(encoded: list[str], categories: dict[str, list[str]]) -> list[str]:
+    """The table columns behind :func:`encoded_names` (the inverse), in their order."""
+    column_of = {f"{column}={c}": column for column, cats in categories.items() for c in cats}
+    return list(dict.fromkeys(column_of.get(name, name) for name in encoded))
+
+
+def feature_matrix(table, path: Path, gene_cols: list[str], clinical: list[str],
+                   categories: dict[str, list[str]] | None = None) -> np.ndarray:
+    """The (N, G + C) float matrix of a survival table, genes first, then the clinical columns with each categorical
+    one (a key of ``categories``) as its 0/1 indicators; NaN only where a gene is not measured."""
+    import pandas as pd
+
+    categories = categories or {}
+    numeric = [c for c in gene_cols + clinical if c not in categories]
+    values = table[numeric].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)  # (N, G + numeric clinical)
+    if np.isinf(values).any():
+        col = numeric[int(np.flatnonzero(np.isinf(values).any(0))[0])]
+        raise DataError(f"{path}: column {col!r} has infinite values at rows {_bad_rows(np.isinf(values).any(1))}; "
                         "expected finite numbers")
-    clinical_nan = np.isnan(x[:, len(gene_cols):])
+    clinical_nan = np.isnan(values[:, len(gene_cols):])
     if clinical_nan.any():
-        col = clinical[int(np.flatnonzero(clinical_nan.any(0))[0])]
+        col = numeric[len(gene_cols) + int(np.flatnonzero(clinical_nan.any(0))[0])]
         raise DataError(f"{path}: clinical column {col!r} has missing or non-numeric values at rows "
-                        f"{_bad_rows(clinical_nan.any(1))}; expected numbers (only gene columns may be empty)")
-    return x
+                        f"{_bad_rows(clinical_nan.any(1))}; expected numbers (only gene columns and categorical "
+                        f"columns may be empty)")
+    columns = dict(zip(numeric, values.T))
+    for column, cats in categories.items():
+        text = np.array([None if pd.isna(v) else str(v).strip() for v in table[column].tolist()], dtype=object)
+        for c in cats:
+            columns[f"{column}={c}"] = (text == c).astype(np.float64)
+    order = gene_cols + encoded_names(clinical, categories)
+    return np.stack([columns[name] for name in order], 1) if order else np.zeros((len(table), 0))

@@ -1,8 +1,13 @@
-"""The medical input kinds: ``survival_table`` (a CSV of patients for the survival models) and ``icu_stays``
-(PhysioNet 2012 stays, explained by TFCAM's attention)."""
+"""The medical input kinds: ``survival_table`` (a CSV of patients for the survival models; the default recipe of the
+``survival`` families on a user's table, CoxPH beside them) and ``icu_stays`` (PhysioNet 2012 stays, explained by
+TFCAM's attention; a logistic regression on per-variable summaries beside them).
+
+>>> SurvivalTableKind().default_recipe("deepsurv_mlp", "my.csv", time="week", event="arrest")["data"]["args"]
+{'path': 'my.csv', 'time_col': 'week', 'event_col': 'arrest', 'gene_cols': [], 'batch_size': 512}
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -11,20 +16,23 @@ import torch
 
 from hub.data import read_csv_frame
 from hub.errors import DataError
-from hub.kinds import InputKind, KindSpec, register_kind
+from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+from medical.baselines import coxph_on_run_split, logistic_regression_on_run_split
 from medical.explain import explain_stays
-from medical.io import feature_matrix
+from medical.io import clinical_columns, feature_matrix
 
 
 @dataclass(frozen=True)
 class SurvivalTableSpec(KindSpec):
-    """A survival model's input: its gene and clinical columns, standardised with the training ``mean`` and ``std``
-    (genes first)."""
+    """A survival model's input: its gene and clinical features, standardised with the training ``mean`` and ``std``
+    (genes first); a categorical clinical column (a key of ``categories``, with its training categories) enters as
+    one feature ``column=category`` per category (:mod:`medical.io`)."""
 
     genes: list[str]
     clinical: list[str]
     mean: list[float]
     std: list[float]
+    categories: dict[str, list[str]] = field(default_factory=dict)
 
 
 @register_kind
@@ -32,20 +40,55 @@ class SurvivalTableKind(InputKind):
     """A CSV of patients (time, event, gene and clinical columns) for the survival models."""
 
     name, domain, Spec = "survival_table", "medical", SurvivalTableSpec
+    tasks = ("survival",)
 
     def finetune_data(self, card, path: str, time: str | None = None, event: str | None = None,
                       genes: list[str] | None = None) -> dict[str, Any]:
         """``attnhub finetune survival_fusion.metabric --data my.csv --time T --event E --genes g1,g2,g3,g4
-        data.args.clinical_cols=[...]``: the card's column names are the defaults; the loss, its ``rank_weight`` and the
-        batch size are the card's (the pairwise ordering loss needs mini-batches)."""
+        data.args.clinical_cols=[...]``: the card's column names and categories are the defaults; the loss, its
+        ``rank_weight`` and the batch size are the card's (the pairwise ordering loss needs mini-batches). A table
+        without the card's gene columns, with no ``--genes`` naming its own, is refused: nothing of the model fits it,
+        and the error names the command that trains the family from scratch on the table's own covariates."""
         spec, trained = self.spec(card), card.data.get("args", {})
+        time, event = time or trained.get("time_col", "time"), event or trained.get("event_col", "event")
+        if genes is None and spec.genes:
+            header = read_csv_frame(path, "a survival table with a header row", nrows=1).columns
+            absent = [g for g in spec.genes if g not in header]
+            if absent:
+                raise DataError(f"{path} lacks the gene columns {absent} that {card.name} takes (genes {spec.genes}, "
+                                f"clinical {spec.clinical}); name your columns for these genes with --genes "
+                                f"(as many, in that order), or train {card.family} from scratch on the table's own "
+                                f"covariates: attnhub finetune {card.family} --data {path} --time {time} "
+                                f"--event {event}")
+        clinical = clinical_columns(spec.clinical, spec.categories)
         return {"name": "survival_csv", "args": {
-            "path": str(path), "time_col": time or trained.get("time_col", "time"),
-            "event_col": event or trained.get("event_col", "event"),
-            "gene_cols": list(genes if genes is not None else spec.genes), "clinical_cols": list(spec.clinical),
-            "expect_num_genes": len(spec.genes), "expect_num_clinical": len(spec.clinical),
-            "loss": trained.get("loss", "efron"), "rank_weight": trained.get("rank_weight", 0.0),
-            "batch_size": trained.get("batch_size", 8192)}}
+            "path": str(path), "time_col": time, "event_col": event,
+            "gene_cols": list(genes if genes is not None else spec.genes), "clinical_cols": clinical,
+            "categories": dict(spec.categories), "expect_num_genes": len(spec.genes),
+            "expect_num_clinical": len(clinical), "loss": trained.get("loss", "efron"),
+            "rank_weight": trained.get("rank_weight", 0.0), "batch_size": trained.get("batch_size", 8192)}}
+
+    def default_recipe(self, family: str, path: str, time: str | None = None, event: str | None = None,
+                       genes: list[str] | None = None) -> dict[str, Any]:
+        """``attnhub finetune deepsurv_mlp --data my.csv --time T --event E [--genes g1,g2]``: the family's default
+        dimensions, sized to the table's covariates (every column but time, event, the genes and an ``id`` column is
+        clinical, numeric or categorical; no genes: the model has no genetic branch); Efron's Cox loss on mini-batches
+        of 512 patients, AdamW, the epoch with the best validation Harrell's C."""
+        if time is None or event is None:
+            raise DataError(f"training {family!r} from scratch on {path} needs --time COLUMN (follow-up time) and "
+                            "--event COLUMN (1: event observed, 0: censored)")
+        return {
+            "name": f"finetune-{family}",
+            "model": {"name": family, "args": {}},
+            "data": {"name": "survival_csv", "args": {"path": str(path), "time_col": time, "event_col": event,
+                                                      "gene_cols": list(genes or []), "batch_size": 512}},
+            "optimizer": {"name": "adamw", "lr": 3e-3, "weight_decay": 1e-2},
+            "trainer": {"max_epochs": 100, "accelerator": "auto", "devices": 1, "early_stopping": {"patience": 20},
+                        "log_every_n_steps": 1},
+        }
+
+    def baseline(self, run_dir) -> BaselineResult:
+        return coxph_on_run_split(run_dir)
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         """``attnhub predict survival_fusion.metabric patients.csv``: the risk score (log relative hazard; higher
@@ -53,14 +96,14 @@ class SurvivalTableKind(InputKind):
         are the card's gene and clinical columns (others, such as time and event, are ignored); empty gene
         cells are masked, as in training; the card's training mean and std standardise them."""
         spec = self.spec(card)
-        genes, clinical = list(spec.genes), list(spec.clinical)
+        genes, clinical = list(spec.genes), clinical_columns(spec.clinical, spec.categories)
         mean, std = np.asarray(spec.mean), np.asarray(spec.std)
         for path in paths:
             table = read_csv_frame(path, f"one row per patient with the columns {genes + clinical}")
             missing = [c for c in genes + clinical if c not in table.columns]
             if missing:
                 raise DataError(f"{path}: missing columns {missing}; {card.name} takes {genes + clinical}")
-            z = (feature_matrix(table, Path(path), genes, clinical) - mean) / std  # (N, G + C)
+            z = (feature_matrix(table, Path(path), genes, clinical, spec.categories) - mean) / std  # (N, G + C)
             names = (table["id"].astype(str).tolist() if "id" in table.columns
                      else [f"{path}:{line}" for line in range(2, len(table) + 2)])
             for start in range(0, len(z), batch_size):
@@ -87,3 +130,6 @@ class IcuStaysKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_stays(card, model, inputs, out_dir)
+
+    def baseline(self, run_dir) -> BaselineResult:
+        return logistic_regression_on_run_split(run_dir)

@@ -178,6 +178,89 @@ def test_survival_table_masks_missing_genes(tmp_path):
     assert (~masks).sum() == 1 and data.model_args() == {"num_genes": 2, "num_clinical": 1}
 
 
+def _user_survival_table(path, n=240, seed=0):
+    """A survival table as a user holds it: an id, a numeric and a categorical covariate (a few cells empty), the
+    time and event under names of its own; the risk grows with age and stage."""
+    import pandas as pd
+
+    generator = np.random.default_rng(seed)
+    age = generator.normal(60, 10, n)
+    stage = generator.choice(["I", "II", "III"], n).astype(object)
+    stage[:4] = None
+    risk = 0.15 * (age - 60) + np.select([stage == "II", stage == "III"], [1.5, 3.0], 0.0)
+    onset, censoring = generator.exponential(50 * np.exp(-risk)), generator.exponential(80, n)
+    pd.DataFrame({"id": [f"p{i}" for i in range(n)], "age": age.round(1), "stage": stage,
+                  "week": np.minimum(onset, censoring).round(2), "arrest": (onset < censoring).astype(int)}
+                 ).to_csv(path, index=False)
+    return str(path)
+
+
+def test_cli_finetune_bare_survival_family_on_a_user_table_then_predict(tmp_path, capsys):
+    """``attnhub finetune survival_fusion --data t.csv --time week --event arrest``: no genes, a categorical column,
+    CoxPH beside it; the run predicts on rows with a category it never saw."""
+    import csv
+    import json
+    from pathlib import Path
+
+    from hub.cli import main
+
+    table = _user_survival_table(tmp_path / "t.csv")
+    assert main(["finetune", "survival_fusion", "--data", table, "--time", "week", "--event", "arrest",
+                 "--output-dir", str(tmp_path / "runs"), "trainer.max_epochs=1", "trainer.accelerator=cpu",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "CoxPH on the same split: test/cindex" in out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    kept = json.loads((run / "metrics.json").read_text())["baseline"]
+    assert kept["name"] == "CoxPH" and kept["metric"] == "test/cindex" and set(kept["test"]) == {
+        "test/cindex", "test/uno_c"}
+    verdict = "the model is at least as good as CoxPH" if kept["model_is_better"] else "WARNING: CoxPH beats the model"
+    assert verdict in out
+    rows = list(csv.DictReader(open(run / kept["predictions"])))
+    assert list(rows[0]) == ["time", "event", "risk"] and len(rows) == 48  # 20% of 240 patients
+    card = hub.model_card(str(run))
+    assert card.model_args["num_genes"] == 0 and card.model_args["num_clinical"] == 4
+    assert card.input_spec["clinical"] == ["age", "stage=I", "stage=II", "stage=III"]
+    assert card.input_spec["categories"] == {"stage": ["I", "II", "III"]}
+    (tmp_path / "new.csv").write_text("id,age,stage\na,70,III\nb,50,IV\n")  # IV: no indicator is set
+    assert main(["predict", str(run), str(tmp_path / "new.csv"), "--out", str(tmp_path / "risk.csv")]) == 0
+    assert [r["file"] for r in csv.DictReader(open(tmp_path / "risk.csv"))] == ["a", "b"]
+
+
+def test_coxph_baseline_ranks_patients_of_a_strong_proportional_hazards_signal(tmp_path):
+    from medical.baselines import coxph_baseline
+    from medical.data import survival_csv
+
+    data = survival_csv(_user_survival_table(tmp_path / "t.csv", n=600), time_col="week", event_col="arrest")
+    data.setup()
+    result = coxph_baseline(data)
+    assert result.metrics["test/cindex"] > 0.75 and result.metrics["test/uno_c"] > 0.7
+    assert len(result.predictions["risk"]) == len(data.test_set) == 120
+
+
+def test_survival_tables_refused_before_training_name_what_to_do(tmp_path, capsys):
+    """A tag on a table without its genes names the from-scratch command; a bare family needs --time and --event."""
+    from hub.cli import main
+
+    table = _user_survival_table(tmp_path / "t.csv")
+    assert main(["finetune", "survival_fusion.metabric", "--data", table, "--time", "week", "--event", "arrest"]) == 2
+    err = capsys.readouterr().err
+    assert "lacks the gene columns ['MKI67', 'EGFR', 'PGR', 'ERBB2']" in err
+    assert f"attnhub finetune survival_fusion --data {table} --time week --event arrest" in err
+    assert main(["finetune", "deepsurv_mlp", "--data", table, "--time", "week"]) == 2
+    assert "needs --time COLUMN (follow-up time) and --event COLUMN" in capsys.readouterr().err
+
+
+def test_icu_logistic_regression_baseline_on_a_run_split(tmp_path):
+    """The ICU baseline rebuilds a run's PhysioNet 2012 split from its recipe.yaml; summaries predict mortality."""
+    from medical.baselines import logistic_regression_on_run_split
+
+    (tmp_path / "recipe.yaml").write_text("model: {name: tfcam}\ndata: {name: physionet2012, args: {fold: 0}}\n")
+    result = logistic_regression_on_run_split(tmp_path)
+    assert list(result.metrics)[0] == "test/auroc" and result.metrics["test/auroc"] > 0.8
+    assert len(result.predictions["id"]) == 800 and set(result.predictions["target"]) == {"survived", "died"}
+
+
 def test_risk_group_plot_and_metrics(tmp_path):
     from medical.survival_metrics import risk_group_plot, survival_metrics
 
