@@ -20,7 +20,7 @@ shorter than one 25 ms window, non-finite samples, and a silent clip (peak below
 -80 dBFS), which has no spectrum to classify.
 
 Shapes:
-    read_audio(path) -> (samples,) at 16 kHz; log_mel(wave) -> (F, T), F = 128 bins, T = frames;
+    read_audio(path or (waveform, rate)) -> (samples,) at 16 kHz; log_mel(wave) -> (F, T), F = 128 bins, T = frames;
     trim_silence(spec, db) -> (F, T'' <= T); fit_frames(spec, T') -> (F, T').
 
 >>> spec = log_mel(torch.randn(16000))
@@ -29,6 +29,7 @@ torch.Size([128, 98])
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -46,36 +47,68 @@ SILENCE_PEAK = 1e-4  # -80 dBFS: quieter clips are refused as silent
 AUDIO_SUFFIXES = (".wav", ".flac")
 
 
-def read_audio(path: str | Path, sample_rate: int = SAMPLE_RATE) -> torch.Tensor:
-    """Read a WAV or FLAC file as a mono float waveform at ``sample_rate`` (channels averaged, resampled).
+def read_audio(source, sample_rate: int = SAMPLE_RATE) -> torch.Tensor:
+    """A WAV or FLAC file, or a ``(waveform, rate)`` pair as ``soundfile.read`` returns it, as a mono float waveform
+    at ``sample_rate`` (channels averaged, resampled). The pair's waveform is a numpy array or tensor of floats (or of
+    integer PCM samples, scaled by their type's range), ``(samples,)`` or ``(samples, channels)``.
 
     Shapes: -> (samples,)
     """
+    if isinstance(source, (str, os.PathLike)):
+        data, rate = _read_file(Path(source))
+        what = f"audio file {source}"
+    elif isinstance(source, tuple) and len(source) == 2:
+        data, rate = _waveform_array(*source)
+        what = "the waveform"
+    else:
+        raise DataError(f"expected an audio file path or a (waveform, sample_rate) pair, got {type(source).__name__}")
+    if data.shape[0] == 0:
+        raise DataError(f"{what} is empty (0 samples)")
+    if not np.isfinite(data).all():
+        raise DataError(f"{what} holds NaN or infinite samples")
+    wave = torch.from_numpy(data.mean(axis=1))  # (samples, channels) -> (samples,)
+    if rate != sample_rate:
+        wave = torchaudio.functional.resample(wave, rate, sample_rate)
+    min_samples = int(sample_rate * WINDOW_MS / 1000)
+    if wave.numel() < min_samples:
+        raise DataError(f"{what} is {wave.numel() / sample_rate * 1000:.1f} ms long; "
+                        f"expected at least one {WINDOW_MS:.0f} ms window")
+    peak = float(wave.abs().max())
+    if peak < SILENCE_PEAK:
+        raise DataError(f"{what} is silent (peak amplitude {peak:.2g} < {SILENCE_PEAK:g}, "
+                        "-80 dBFS); there is nothing to classify")
+    return wave
+
+
+def _read_file(path: Path) -> tuple[np.ndarray, int]:
+    """A WAV/FLAC file's float32 samples ``(samples, channels)`` and rate."""
     import soundfile
 
-    path = Path(path)
     if not path.is_file():
         raise DataError(f"audio file {path} does not exist")
     try:
         data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)  # (samples, channels)
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as err:
         raise DataError(f"cannot read audio {path}: not a readable WAV/FLAC file ({err})") from None
-    if data.shape[0] == 0:
-        raise DataError(f"audio file {path} is empty (0 samples)")
-    if not np.isfinite(data).all():
-        raise DataError(f"audio file {path} holds NaN or infinite samples")
-    wave = torch.from_numpy(data.mean(axis=1))  # (samples, channels) -> (samples,)
-    if rate != sample_rate:
-        wave = torchaudio.functional.resample(wave, rate, sample_rate)
-    min_samples = int(sample_rate * WINDOW_MS / 1000)
-    if wave.numel() < min_samples:
-        raise DataError(f"audio file {path} is {wave.numel() / sample_rate * 1000:.1f} ms long; "
-                        f"expected at least one {WINDOW_MS:.0f} ms window")
-    peak = float(wave.abs().max())
-    if peak < SILENCE_PEAK:
-        raise DataError(f"audio file {path} is silent (peak amplitude {peak:.2g} < {SILENCE_PEAK:g}, "
-                        "-80 dBFS); there is nothing to classify")
-    return wave
+    return data, rate
+
+
+def _waveform_array(waveform, rate) -> tuple[np.ndarray, int]:
+    """A ``(waveform, rate)`` pair's float32 samples ``(samples, channels)`` and rate, checked."""
+    if isinstance(rate, bool) or not isinstance(rate, (int, np.integer)) or rate <= 0:
+        raise DataError(f"the sample rate of a (waveform, sample_rate) pair must be a positive integer in Hz, "
+                        f"got {rate!r}")
+    if isinstance(waveform, torch.Tensor):
+        waveform = waveform.detach().cpu().numpy()
+    if not isinstance(waveform, np.ndarray) or waveform.ndim not in (1, 2):
+        shape = getattr(waveform, "shape", None)
+        raise DataError(f"the waveform of a (waveform, sample_rate) pair must be a (samples,) or (samples, channels) "
+                        f"array, as soundfile.read returns, got {type(waveform).__name__} of shape {shape}")
+    if np.issubdtype(waveform.dtype, np.integer):  # PCM samples: scaled to [-1, 1) as soundfile reads them
+        waveform = waveform / -np.iinfo(waveform.dtype).min
+    elif not np.issubdtype(waveform.dtype, np.floating):
+        raise DataError(f"the waveform must hold float or integer PCM samples, got {waveform.dtype}")
+    return waveform.astype(np.float32).reshape(len(waveform), -1), int(rate)
 
 
 def log_mel(wave: torch.Tensor, sample_rate: int = SAMPLE_RATE, num_mel_bins: int = NUM_MEL_BINS,
@@ -176,9 +209,11 @@ def normalise(spec: torch.Tensor, input_spec: dict[str, Any]) -> torch.Tensor:
                       time_fit=input_spec.get("time_fit", "cut"))  # cards from before time_fit cut
 
 
-def model_input(path: str | Path, input_spec: dict[str, Any]) -> torch.Tensor:
-    """A file as the normalised ``(F, T)`` spectrogram a model with ``input_spec`` takes."""
-    wave = read_audio(path, input_spec["sample_rate"])
+def model_input(source, input_spec: dict[str, Any]) -> torch.Tensor:
+    """An audio file or a ``(waveform, rate)`` pair (:func:`read_audio`) as the normalised ``(F, T)`` spectrogram a
+    model with ``input_spec`` takes: the log-mel (:func:`log_mel`), trimmed (:func:`trim_silence`), normalised and
+    fitted to the frame count (:func:`normalise`), as the data modules compute it."""
+    wave = read_audio(source, input_spec["sample_rate"])
     spec = log_mel(wave, input_spec["sample_rate"], input_spec["num_mel_bins"], input_spec.get("lifter"))
     return normalise(trim_silence(spec, input_spec.get("trim_db")), input_spec)
 

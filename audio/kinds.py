@@ -10,8 +10,9 @@ folder is set beside logistic regression on MFCC statistics (:mod:`audio.baselin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -55,6 +56,12 @@ class AudioKind(InputKind):
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         return predict_per_file(model, paths, lambda path: model_input(path, card.input_spec), batch_size)
+
+    def transform(self, card) -> Callable[[Any], torch.Tensor]:
+        """A WAV/FLAC file or a ``(waveform, sample_rate)`` pair (as ``soundfile.read`` returns it) -> the normalised
+        ``(num_mel_bins, target_frames)`` log-mel spectrogram (:func:`audio.features.model_input`, as ``predict``)."""
+        self.spec(card)
+        return partial(model_input, input_spec=card.input_spec)
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_audio_files(card, model, inputs, out_dir)

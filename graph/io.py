@@ -27,6 +27,21 @@ def node_features(x: torch.Tensor, normalize: bool) -> torch.Tensor:
     return x.to_sparse_csr() if (x != 0).float().mean() < SPARSE_BELOW else x
 
 
+def graph_inputs(graph, num_features: int, normalize: bool, where: str) -> dict[str, torch.Tensor]:
+    """A PyG ``Data`` with ``x`` (N, num_features) and ``edge_index`` (2, E) -> a node classifier's keyword inputs
+    ``{"x": node_features(x, normalize), "edge_index": edge_index}``; ``where`` (the model) names it in errors."""
+    if not isinstance(graph, Data):
+        raise DataError(f"{where} takes a torch_geometric Data graph (e.g. Planetoid(root, name)[0]), "
+                        f"got {type(graph).__name__}")
+    if graph.x is None or graph.x.dim() != 2 or graph.x.shape[1] != num_features:
+        shape = None if graph.x is None else tuple(graph.x.shape)
+        raise DataError(f"{where} expects node features x of shape (num_nodes, {num_features}), got {shape}")
+    if graph.edge_index is None or graph.edge_index.dim() != 2 or graph.edge_index.shape[0] != 2:
+        shape = None if graph.edge_index is None else tuple(graph.edge_index.shape)
+        raise DataError(f"{where} expects edge_index of shape (2, num_edges), got {shape}")
+    return {"x": node_features(graph.x, normalize), "edge_index": graph.edge_index}
+
+
 def _read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
     rows = read_csv_rows(path, f"a header row with the columns {list(required)} (a graph folder holds nodes.csv: "
                                "id, feature columns, label; and edges.csv: src, dst)")

@@ -18,14 +18,15 @@ small graphs for graph classifiers, generated only: no user format for them yet)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
 from graph.baselines import logistic_on_run_split
 from graph.explain import explain_nodes
-from graph.io import header_feature_columns, node_features, read_graph_folder
+from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 
@@ -81,6 +82,13 @@ class GraphKind(InputKind):
             for start in range(0, len(unlabelled), batch_size):
                 chosen = unlabelled[start:start + batch_size]
                 yield [ids[i] for i in chosen.tolist()], logits[chosen]
+
+    def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
+        """PyG's ``Data`` of the graph (e.g. ``Planetoid(root, name)[0]`` as it loads) -> the model's keyword inputs
+        ``{"x": (N, num_features) features, row-normalised as in training when the card says ``normalize``,
+        "edge_index": (2, E)}``."""
+        spec = self.spec(card)
+        return partial(graph_inputs, num_features=spec.num_features, normalize=spec.normalize, where=card.name)
 
     def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
         return explain_nodes(card, model, inputs, out_dir, data)

@@ -49,7 +49,10 @@ def transforms(name):
     """The preprocessing of a pretrained tag's or run's weights, as torchvision's ``Weights.transforms()``: a callable
     from one input in the public raw form of its data to what the model takes, so raw data in gives the card's
     quality out. The raw forms, by input kind: an image file, PIL image or (H, W[, C]) uint8 array (``image``,
-    ``scene``); a table's rows as a pandas DataFrame or CSV path, with the training columns (``table``); ...
+    ``scene``); a table's rows as a pandas DataFrame or CSV path, with the training columns (``table``); a WAV/FLAC
+    file or a ``(waveform, sample_rate)`` pair as ``soundfile.read`` returns it (``audio``: the log-mel input); PyG's
+    ``Data`` of the graph, e.g. ``Planetoid(root, name)[0]`` as it loads (``graph``: the ``{"x", "edge_index"}``
+    keyword inputs, features row-normalised as in training); ...
 
     >>> import numpy as np, torch
     >>> model, prepare = hub.load("vit_digits.sklearn"), hub.transforms("vit_digits.sklearn")

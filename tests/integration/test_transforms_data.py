@@ -2,6 +2,10 @@
 metric out (of the shipped weights: the card's first seed), for every shipped tag of the kinds covered here."""
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -11,6 +15,22 @@ import hub
 from hub.data import data_dir
 from hub.errors import DatasetUnavailable
 from tests.unit.test_transforms import assert_reproduces
+
+
+def raw_path(dataset: str, *parts: str) -> Path:
+    """A file or folder of the shared raw copy of ``dataset``; missing, the test skips."""
+    path = data_dir().joinpath(*parts)
+    if not path.exists():
+        raise DatasetUnavailable(dataset, f"{path} not found")
+    return path
+
+
+def predicted_logits(name: str, raw_items: list, batch_size: int = 500) -> torch.Tensor:
+    """The tag's model over raw items through ``hub.transforms(name)``, ``batch_size`` at a time: (N, classes)."""
+    model, prepare = hub.load(name), hub.transforms(name)
+    with torch.no_grad():
+        return torch.cat([model(torch.stack([prepare(item) for item in raw_items[start:start + batch_size]]))
+                          for start in range(0, len(raw_items), batch_size)])
 
 
 @pytest.mark.parametrize("name", ["mlp.adult", "tabm.adult", "tab_transformer.adult", "tabr.adult"])
@@ -29,3 +49,98 @@ def test_raw_adult_test_file_reproduces_the_card(name):
     truth = (rows["income"].str.rstrip(".") == ">50K").to_numpy()
     assert_reproduces(card, "test/auroc", roc_auc_score(truth, proba))
     assert_reproduces(card, "test/acc", accuracy_score(truth, proba > 0.5))
+
+
+@pytest.fixture(scope="module")
+def cifar10_test_images() -> dict[str, list]:
+    """The JPEG files of CIFAR-10's test split (see its PROVENANCE.md), per class folder, as PIL images."""
+    from PIL import Image
+
+    def opened(path: Path):
+        with Image.open(path) as image:
+            image.load()
+            return image
+
+    root = raw_path("cifar10", "cifar10", "test")
+    return {folder.name: [opened(f) for f in sorted(folder.glob("*.jpg"))] for folder in root.iterdir()
+            if folder.is_dir()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10",
+                                  "halonet_micro_32.cifar10", "resnet_cbam_micro_32.cifar10"])
+def test_raw_cifar10_test_images_reproduce_the_card(name, cifar10_test_images):
+    card = hub.model_card(name)
+    images = [image for label in card.label_names for image in cifar10_test_images[label]]
+    labels = np.repeat(np.arange(len(card.label_names)), [len(cifar10_test_images[c]) for c in card.label_names])
+    assert len(images) == 10_000
+    assert_reproduces(card, "test/acc", accuracy_score(labels, predicted_logits(name, images).argmax(1)))
+
+
+@pytest.mark.parametrize("name", ["vit_micro_patch4_32.breastmnist", "coat_lite_micro_32.breastmnist",
+                                  "resnet_cbam_micro_32.breastmnist"])
+def test_raw_breastmnist_test_images_reproduce_the_card(name):
+    arrays = np.load(raw_path("breastmnist", "medmnist", "breastmnist.npz"))
+    images, labels = arrays["test_images"], arrays["test_labels"].reshape(-1)  # (156, 28, 28) uint8, official split
+    proba = torch.softmax(predicted_logits(name, list(images)), -1)[:, 1].numpy()
+    card = hub.model_card(name)
+    assert_reproduces(card, "test/acc", accuracy_score(labels, proba > 0.5))
+    assert_reproduces(card, "test/auroc", roc_auc_score(labels, proba))
+
+
+def fsdd_test_recordings(card) -> tuple[list, np.ndarray]:
+    """The card's test split of FSDD, its held-out speaker's WAV files (digit_speaker_index.wav), read with
+    soundfile as ``(waveform, sample_rate)`` pairs, and their digits."""
+    import soundfile
+
+    files = sorted(raw_path("fsdd", "fsdd", "recordings").glob(f"*_{card.data['args']['test_speaker']}_*.wav"))
+    return [soundfile.read(f) for f in files], np.array([int(f.name.split("_")[0]) for f in files])
+
+
+@pytest.mark.parametrize("name", ["ast_tiny.fsdd", "ssast_tiny.fsdd", "ssast_tiny.fsdd_full",
+                                  "timbre_attention.fsdd"])
+def test_raw_fsdd_recordings_reproduce_the_card(name):
+    card = hub.model_card(name)
+    recordings, digits = fsdd_test_recordings(card)
+    assert len(recordings) == card.data["sizes"][2]
+    assert_reproduces(card, "test/acc", accuracy_score(digits, predicted_logits(name, recordings).argmax(1)))
+
+
+def test_raw_fsdd_recordings_reproduce_the_masked_patch_pick_accuracy_of_ssast_pretraining():
+    """The pretext metric masks random patches (drawn from the global RNG after training), so the card holds one
+    draw: it must lie within 3 standard deviations of the accuracy over seeded draws of the masks."""
+    name = "ssast_tiny.fsdd_ssl"
+    card, model, prepare = hub.model_card(name), hub.load(name), hub.transforms(name)
+    x = torch.stack([prepare(recording) for recording in fsdd_test_recordings(card)[0]])  # (500, F, T)
+    draws = []
+    for seed in range(8):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            scores = model.masked_patch_losses(x)[2]  # (B, M, M): the diagonal is each masked patch's own
+        draws.append(float((scores.argmax(-1) == torch.arange(scores.shape[-1])).float().mean()))
+    card_draw = card.metrics["test/acc"]["values"][0]
+    assert abs(card_draw - np.mean(draws)) <= 3 * np.std(draws), f"card {card_draw:.4f}, draws {np.round(draws, 4)}"
+
+
+@pytest.fixture(scope="module")
+def planetoid_root(tmp_path_factory) -> Path:
+    """A root for PyG's ``Planetoid(root, name)``: the shared ind.* files copied into ``<name>/raw`` (PyG writes a
+    ``processed`` folder next to them, and the shared copy is read-only)."""
+    shared, root = raw_path("planetoid", "planetoid"), tmp_path_factory.mktemp("planetoid")
+    for name in ("Cora", "CiteSeer"):
+        (root / name / "raw").mkdir(parents=True)
+        for file in shared.glob(f"ind.{name.lower()}.*"):
+            shutil.copy(file, root / name / "raw")
+    return root
+
+
+@pytest.mark.parametrize("name", ["gat.cora", "gat.citeseer", "cat.cora", "cat.citeseer"])
+def test_pygs_planetoid_graph_reproduces_the_card(name, planetoid_root):
+    from torch_geometric.datasets import Planetoid
+
+    card, model, prepare = hub.model_card(name), hub.load(name), hub.transforms(name)
+    graph = Planetoid(str(planetoid_root), card.data["dataset"])[0]  # as it loads: raw bag-of-words counts
+    with torch.no_grad():
+        predicted = model(**prepare(graph)).argmax(1)
+    test = graph.test_mask  # the Planetoid public split, the card's
+    assert_reproduces(card, "test/acc", float((predicted[test] == graph.y[test]).float().mean()))
