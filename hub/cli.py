@@ -277,10 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", **no_progress)
     p.set_defaults(fn=cmd_train)
 
-    p = sub.add_parser("finetune", help="fine-tune a pretrained model on your own data (tabular families also "
-                       "train from scratch on a CSV)")
-    p.add_argument("name", help="pretrained tag or run folder to start from; for tabular models also a bare family "
-                   "(e.g. tabr), trained from a default recipe")
+    p = sub.add_parser("finetune", help="fine-tune a pretrained model on your own data, or train a family from "
+                       "scratch on it; a classical baseline is fitted on the same split and printed beside the result")
+    p.add_argument("name", help="pretrained tag or run folder to start from, or a bare family (e.g. tabr, gat, "
+                   "timbre_attention, survival_fusion, rul_attention, traffic_gru) trained from scratch with its "
+                   "input kind's default recipe")
     p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class; for slot "
                    "autoencoders any folder of unlabelled images, split 80/10/10), a CSV table with a header (tabular "
                    "models; split 70/15/15 automatically), ...")
