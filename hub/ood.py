@@ -10,10 +10,11 @@ Scores, by what a model and its inputs offer (the card's ``ood["score"]`` names 
   its median on the validation split (so that its quantile below is positive), for classifiers without
   ``forward_head`` and for a graph's node classifiers.
 - ``range``: how far an input's values lie from the training data, as a robust z-score ``|x - median| / spread``
-  per numeric column of a table (its raw cells), per channel of a sensor or traffic window (the last dimension
-  of the model's input) or per covariate of a survival table (its standardised genes and clinical values), the
-  largest over the input. A table row with a category not seen in training, or an empty cell in a column never
-  empty in training (a survival table's gene), scores ``inf``.
+  per numeric column of a table (its raw cells), per channel of a sensor window (the last dimension of the model's
+  input), per sensor and channel of a traffic window (the last two: each road has its own range) or per covariate
+  of a survival table (its standardised genes and clinical values), the largest over the input. A table row with
+  a category not seen in training, or an empty cell in a column never empty in training (a survival table's gene),
+  scores ``inf``.
 - ``reconstruction``: an autoencoder's mean squared error between its input and its output, per input (a
   novelty score as old as autoencoders; e.g. Japkowicz et al., "A Novelty Detection Approach to Classification",
   IJCAI 1995): the slot autoencoders' scenes, which have no classes and no penultimate features.
@@ -65,7 +66,8 @@ DEFAULT_FALSE_ALARM_RATE = 0.01
 MAX_FIT_ITEMS = 10_000  # training items the statistics are fitted on (a random subset of a larger split)
 TABLE_KIND = "table"
 GRAPH_KIND = "graph"  # node classification: one graph whose masks name the splits' nodes
-CHANNEL_KINDS = ("sensor_series", "traffic_series")  # inputs whose last dimension is a channel (sensor)
+TRAFFIC_KIND = "traffic_series"  # windows (T, N sensors, C channels): ranges per sensor and channel
+CHANNEL_KINDS = ("sensor_series", TRAFFIC_KIND)  # inputs whose last dimension is a channel (sensor)
 COVARIATE_KINDS = ("survival_table",)  # inputs whose covariates are the model's input (genes may be empty)
 RECONSTRUCTION_KINDS = ("scene",)  # autoencoders: the model's output is its input's reconstruction
 
@@ -114,7 +116,7 @@ def energy(logits: torch.Tensor) -> torch.Tensor:
 
 
 def range_statistics(values: np.ndarray) -> dict[str, torch.Tensor]:
-    """Per column of ``values`` (N, F) (NaN ignored): ``median`` (F,) and a robust ``spread`` (F,): the
+    """Per column of ``values`` (N, *F) (NaN ignored): ``median`` (*F) and a robust ``spread`` (*F): the
     interquartile range / 1.349 (a standard deviation for normal data), else the central 98% range / 4.65, else
     the full range / 6, else 1 (a constant column)."""
     quantiles = np.nanquantile(values.astype(np.float64), [0.0, 0.01, 0.25, 0.5, 0.75, 0.99, 1.0], axis=0)
@@ -126,8 +128,8 @@ def range_statistics(values: np.ndarray) -> dict[str, torch.Tensor]:
 
 
 def range_score(values: np.ndarray, median: torch.Tensor, spread: torch.Tensor) -> np.ndarray:
-    """(N,) the largest robust z-score ``|x - median| / spread`` of each row of ``values`` (N, ..., F) (NaN cells
-    count 0)."""
+    """(N,) the largest robust z-score ``|x - median| / spread`` of each row of ``values`` (N, ..., *F), ``median``
+    and ``spread`` of shape F (NaN cells count 0)."""
     z = np.abs(values.astype(np.float64) - median.double().numpy()) / spread.double().numpy()
     return np.nan_to_num(z, nan=0.0).reshape(len(values), -1).max(1)
 
@@ -355,7 +357,10 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
     if "range" in scores:
         values = (table_cells(datamodule.frames["train"], card.input_spec["preprocessor"])[0] if kind == TABLE_KIND
                   else train.values)
-        statistics.update(range_statistics(values.reshape(-1, values.shape[-1])))
+        # per channel; for traffic, per sensor and channel (N, C): each road's own speeds, so that a window of
+        # other sensors (or of other units) stands out even when the network's pooled range holds it
+        channels = values.shape[-2:] if kind == TRAFFIC_KIND else values.shape[-1:]
+        statistics.update(range_statistics(values.reshape(-1, *channels)))
         if kind in COVARIATE_KINDS:  # an empty gene where training had none is unseen
             statistics["never_empty"] = torch.from_numpy(~np.isnan(values).any(0)).float()
     if "energy" in scores:  # negative: centred on its validation median, its quantile is a positive scale

@@ -242,3 +242,17 @@ def test_a_temperature_that_would_worsen_validation_ece_is_not_applied(monkeypat
     figures = fit_temperature_figures(logits[:2000], labels[:2000], logits[2000:], labels[2000:])
     assert figures["temperature"] == 1.0 and figures["rejected_temperature"] == 4.0
     assert figures["val"]["ece_calibrated"] == figures["val"]["ece"]
+
+
+def test_traffic_ranges_are_per_sensor_so_permuted_sensors_stand_out():
+    from hub.ood import range_score, range_statistics
+
+    rng = np.random.default_rng(0)
+    levels = np.linspace(20, 70, 6)  # six roads, each with its own typical speed
+    windows = levels[None, None, :, None] + rng.normal(0, 2, (500, 12, 6, 1))  # (S, T, N, C)
+    stats = range_statistics(windows[:400].reshape(-1, 6, 1))
+    assert tuple(stats["median"].shape) == (6, 1)
+    fresh, permuted = windows[400:], windows[400:][:, :, ::-1]
+    assert np.quantile(range_score(fresh, **stats), 0.99) < 5 < range_score(permuted, **stats).min()
+    pooled = range_statistics(windows[:400].reshape(-1, 1))  # the network's pooled range holds every permutation
+    assert range_score(permuted, **pooled).max() < 3
