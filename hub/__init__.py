@@ -49,7 +49,13 @@ def transforms(name):
     """The preprocessing of a pretrained tag's or run's weights, as torchvision's ``Weights.transforms()``: a callable
     from one input in the public raw form of its data to what the model takes, so raw data in gives the card's
     quality out. The raw forms, by input kind: an image file, PIL image or (H, W[, C]) uint8 array (``image``,
-    ``scene``); a table's rows as a pandas DataFrame or CSV path, with the training columns (``table``); ...
+    ``scene``); a table's rows as a pandas DataFrame or CSV path, with the training columns (``table``); one unit's
+    raw sensor rows as a DataFrame (``cycle`` and the sensor columns, e.g. an engine of a C-MAPSS file) or unit CSV
+    (``sensor_series``: its last window, min-max scaled); raw speeds (T, N) as an array or DataFrame with their
+    timestamps, or a speeds CSV (``traffic_series``: the last input window with its time of day); patients' rows as
+    a DataFrame, CSV or (N, G + C) array as the DeepSurv file holds METABRIC (``survival_table``: the standardised
+    keyword inputs); a patient's PhysioNet 2012 record file, ``set-a/<id>.txt`` (``icu_stays``: the hourly grid's
+    keyword inputs); ...
 
     >>> import numpy as np, torch
     >>> model, prepare = hub.load("vit_digits.sklearn"), hub.transforms("vit_digits.sklearn")
