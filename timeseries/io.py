@@ -1,7 +1,8 @@
 """Reading and checking time-series files: a user's sensor units (one CSV per unit) and traffic speeds
-(:func:`read_unit_csv`, :func:`read_speed_csv`), and the road graphs of the traffic datasets: :func:`road_graph`
-gives the (N, N) weighted adjacency of ``los_loop``, ``metr_la`` or ``pems_bay``, or of a user's adjacency CSV
-(used by the data modules and by TESTAM).
+(:func:`read_unit_csv`, :func:`read_speed_csv`; the same rows as pandas DataFrames or arrays for
+``hub.transforms``: :func:`unit_series`, :func:`speed_series`), and the road graphs of the traffic datasets:
+:func:`road_graph` gives the (N, N) weighted adjacency of ``los_loop``, ``metr_la`` or ``pems_bay``, or of a
+user's adjacency CSV (used by the data modules and by TESTAM).
 
 DCRNN ships METR-LA / PEMS-BAY graphs as Python pickles, which can run code when loaded. They are read
 only after their full sha256 matches the one in PROVENANCE.md, and then with a restricted unpickler
