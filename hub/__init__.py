@@ -52,7 +52,12 @@ def transforms(name):
     ``scene``); a table's rows as a pandas DataFrame or CSV path, with the training columns (``table``); a WAV/FLAC
     file or a ``(waveform, sample_rate)`` pair as ``soundfile.read`` returns it (``audio``: the log-mel input); PyG's
     ``Data`` of the graph, e.g. ``Planetoid(root, name)[0]`` as it loads (``graph``: the ``{"x", "edge_index"}``
-    keyword inputs, features row-normalised as in training); ...
+    keyword inputs, features row-normalised as in training); one unit's raw sensor rows as a DataFrame (``cycle``
+    and the sensor columns, e.g. an engine of a C-MAPSS file) or unit CSV (``sensor_series``: its last window,
+    min-max scaled); raw speeds (T, N) as an array or DataFrame with their timestamps, or a speeds CSV
+    (``traffic_series``: the last input window with its time of day); patients' rows as a DataFrame, CSV or
+    (N, G + C) array as the DeepSurv file holds METABRIC (``survival_table``: the standardised keyword inputs); a
+    patient's PhysioNet 2012 record file, ``set-a/<id>.txt`` (``icu_stays``: the hourly grid's keyword inputs).
 
     >>> import numpy as np, torch
     >>> model, prepare = hub.load("vit_digits.sklearn"), hub.transforms("vit_digits.sklearn")

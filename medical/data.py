@@ -54,7 +54,7 @@ from hub.errors import DataError, DatasetUnavailable
 from hub.io import atomic_write_bytes
 from hub.registry import register_dataset
 from hub.weights import cache_dir, read_verified, sha256_bytes
-from medical.io import _bad_rows, encoded_names, feature_matrix, infer_categories
+from medical.io import _bad_rows, encoded_names, feature_matrix, infer_categories, survival_inputs
 
 # The files of ../shared/data/deepsurv/PROVENANCE.md: GitHub jaredleekatzman/DeepSurv at a fixed commit.
 DEEPSURV_URL = ("https://raw.githubusercontent.com/jaredleekatzman/DeepSurv/"
@@ -150,10 +150,7 @@ class SurvivalTableData(HubDataModule):
         self.output_names = ["risk"]  # one log hazard ratio per patient
 
     def _rows(self, x: np.ndarray, time: np.ndarray, event: np.ndarray, mean, std) -> SurvivalRows:
-        z = (x - mean) / std  # (N, G + C)
-        g = len(self.gene_names)
-        present = ~np.isnan(z[:, :g])
-        return SurvivalRows(z[:, g:], np.nan_to_num(z[:, :g]), present, time, event)
+        return SurvivalRows(**survival_inputs(x, mean, std, len(self.gene_names)), time=time, event=event)
 
     def task_args(self) -> dict[str, Any]:
         # Uno's C weights pairs by the censoring distribution of the training part.
@@ -341,6 +338,37 @@ def _parse_record(text: str) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
     return sums, counts, descriptors
 
 
+def record_grid(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """One record file's text -> its hourly means (48, 37) float32, NaN where unobserved, and ``static_raw`` (5,):
+    age, gender, height, weight, ICU type, NaN where missing."""
+    sums, counts, descriptors = _parse_record(text)
+    with np.errstate(invalid="ignore"):
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).astype(np.float32)
+    static = np.array([descriptors.get(k, -1.0) for k in (*DESCRIPTORS, "ICUType")], dtype=np.float32)
+    static[static < 0] = np.nan
+    if static[4] not in (1, 2, 3, 4) and not np.isnan(static[4]):
+        raise ValueError(f"ICUType {static[4]:g}; expected 1 to 4")
+    return means, static
+
+
+def read_record(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """A patient's raw record file (``set-a/<id>.txt``: a ``Time,Parameter,Value`` header, then rows such as
+    ``00:42,HR,88``) -> :func:`record_grid`; a file that is not such a record raises naming it."""
+    path = Path(path)
+    expected = "a PhysioNet 2012 record: a 'Time,Parameter,Value' header, then rows such as '00:42,HR,88'"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataError(f"cannot read {path} ({err}); expected {expected}") from None
+    header = text.split("\n", 1)[0].strip()
+    if header != "Time,Parameter,Value":
+        raise DataError(f"{path}: the first line is {header[:60]!r}; expected {expected}")
+    try:
+        return record_grid(text)
+    except ValueError as err:
+        raise DataError(f"{path}: {err}; expected {expected}") from None
+
+
 def load_grids(root: Path) -> dict[str, np.ndarray]:
     """The raw hourly grids of set A (cached): ``means`` (N, 48, 37) NaN where unobserved, ``static_raw``
     (N, 5): age, gender, height, weight, ICU type (NaN if missing), ``y`` (N,), ``ids`` (N,)."""
@@ -367,11 +395,7 @@ def load_grids(root: Path) -> dict[str, np.ndarray]:
         data = path.read_bytes()
         if sha256_bytes(data) != expected.get(f"set-a/{record}.txt"):
             raise DataError(f"{path}: sha256 does not match MANIFEST.tsv; the file was changed")
-        sums, counts, descriptors = _parse_record(data.decode())
-        with np.errstate(invalid="ignore"):
-            means[n] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-        static[n] = [descriptors.get(k, -1.0) for k in (*DESCRIPTORS, "ICUType")]
-    static[static < 0] = np.nan
+        means[n], static[n] = record_grid(data.decode())
     grids = {"means": means, "static_raw": static, "y": np.array([outcomes[i] for i in ids], dtype=np.int64),
              "ids": np.array(ids, dtype=np.int64)}
     buffer = io.BytesIO()
@@ -382,27 +406,45 @@ def load_grids(root: Path) -> dict[str, np.ndarray]:
 
 
 def prepare(means: np.ndarray, static_raw: np.ndarray, train: np.ndarray) -> tuple[dict[str, np.ndarray], dict]:
-    """Clip, standardise (training statistics), forward-fill; one-hot ICU type; -> arrays and the statistics."""
-    observed = means[train]
-    low, high = np.nanpercentile(observed, 1, axis=(0, 1)), np.nanpercentile(observed, 99, axis=(0, 1))
+    """The training statistics of the ``train`` stays (:func:`stay_statistics`) and every stay's arrays
+    (:func:`stay_arrays`) -> arrays, statistics."""
+    stats = stay_statistics(means[train], static_raw[train])
+    return stay_arrays(means, static_raw, stats), stats
+
+
+def stay_statistics(means: np.ndarray, static_raw: np.ndarray) -> dict[str, list[float]]:
+    """Of training stays' raw grids (N, 48, 37) and descriptors (N, 5): each variable's 1st and 99th percentile
+    (``low``, ``high``), mean and std after clipping to them, and the mean and std of age, gender, height, weight
+    (``static_mean``, ``static_std``); the card's ``input_spec`` keeps them."""
+    low, high = np.nanpercentile(means, 1, axis=(0, 1)), np.nanpercentile(means, 99, axis=(0, 1))
     clipped = np.clip(means, low, high)
-    mean, std = np.nanmean(clipped[train], axis=(0, 1)), np.nanstd(clipped[train], axis=(0, 1))
+    mean, std = np.nanmean(clipped, axis=(0, 1)), np.nanstd(clipped, axis=(0, 1))
     std = np.where(std > 0, std, 1.0)
+    numeric = static_raw[:, :4]
+    s_mean, s_std = np.nanmean(numeric, 0), np.nanstd(numeric, 0)
+    return {"low": low.tolist(), "high": high.tolist(), "mean": mean.tolist(), "std": std.tolist(),
+            "static_mean": s_mean.tolist(), "static_std": s_std.tolist()}
+
+
+def stay_arrays(means: np.ndarray, static_raw: np.ndarray, stats: dict[str, list[float]]) -> dict[str, np.ndarray]:
+    """Raw grids (N, 48, 37) and descriptors (N, 5) -> the model's inputs with the training ``stats``
+    (:func:`stay_statistics`): ``values`` (N, 48, 37) clipped, standardised and carried forward, ``mask``
+    (N, 48, 37) True where observed, ``static`` (N, 9) standardised descriptors, one-hot ICU type and a
+    height-missing flag."""
+    low, high, mean, std, s_mean, s_std = (np.asarray(stats[k], dtype=np.float32) for k in (
+        "low", "high", "mean", "std", "static_mean", "static_std"))
     mask = ~np.isnan(means)
-    z = (clipped - mean) / std
+    z = (np.clip(means, low, high) - mean) / std
     filled = np.zeros_like(z)
     last = np.zeros(z[:, 0].shape, dtype=z.dtype)  # before the first observation: the mean (0)
     for hour in range(HOURS):
         last = np.where(mask[:, hour], z[:, hour], last)
         filled[:, hour] = last
     numeric = static_raw[:, :4]
-    s_mean, s_std = np.nanmean(numeric[train], 0), np.nanstd(numeric[train], 0)
     s = np.nan_to_num((numeric - s_mean) / np.where(s_std > 0, s_std, 1.0))
     icu = np.nan_to_num(static_raw[:, 4], nan=3).astype(int)
     static = np.concatenate([s, np.eye(4)[icu - 1], np.isnan(numeric[:, 2:3])], 1).astype(np.float32)  # (N, 9)
-    stats = {"low": low.tolist(), "high": high.tolist(), "mean": mean.tolist(), "std": std.tolist(),
-             "static_mean": s_mean.tolist(), "static_std": s_std.tolist()}
-    return {"values": filled.astype(np.float32), "mask": mask, "static": static}, stats
+    return {"values": filled.astype(np.float32), "mask": mask, "static": static}
 
 
 def summary_features(means: np.ndarray, static_raw: np.ndarray) -> np.ndarray:

@@ -1,5 +1,6 @@
 """Reading and checking the user's survival tables: the gene and clinical columns as one float matrix, with
-errors naming the column and rows of an infinite, missing or non-numeric value.
+errors naming the column and rows of an infinite, missing or non-numeric value, and the standardised model inputs
+that the data modules, ``predict`` and ``hub.transforms`` all make of it (:func:`survival_inputs`).
 
 Clinical columns are numeric or categorical, told apart as the tabular package does (numeric when at least 90% of
 the non-empty cells are numbers; :func:`infer_categories`). A categorical column enters the models as one 0/1
@@ -20,7 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from hub.data import read_csv_frame
 from hub.errors import DataError
 
 _NUMERIC_SHARE = 0.9  # a column is numeric when this share of its non-empty cells are numbers (as in tabular)
@@ -82,3 +85,39 @@ def feature_matrix(table, path: Path, gene_cols: list[str], clinical: list[str],
             columns[f"{column}={c}"] = (text == c).astype(np.float64)
     order = gene_cols + encoded_names(clinical, categories)
     return np.stack([columns[name] for name in order], 1) if order else np.zeros((len(table), 0))
+
+
+def survival_features(rows, genes: list[str], clinical: list[str], source: str | Path,
+                      categories: dict[str, list[str]] | None = None) -> np.ndarray:
+    """Patients' raw rows -> their (N, G + C) feature matrix (:func:`feature_matrix`), genes first. ``rows``: a
+    pandas DataFrame or CSV path with the ``genes`` and ``clinical`` columns (others are ignored), or an (N, G + C)
+    array in that order (as the DeepSurv files' ``x`` holds METABRIC); ``source`` names them in errors."""
+    import pandas as pd
+
+    columns = genes + clinical
+    if isinstance(rows, (str, Path)):
+        source = rows
+        rows = read_csv_frame(rows, f"one row per patient with the columns {columns}")
+    elif isinstance(rows, np.ndarray):
+        if rows.ndim != 2 or rows.shape[1] != len(columns):
+            raise DataError(f"{source}: expected an (N, {len(columns)}) array of the columns {columns}, got shape "
+                            f"{rows.shape}")
+        rows = pd.DataFrame(rows, columns=columns)
+    elif not isinstance(rows, pd.DataFrame):
+        raise DataError(f"{source}: expected patients' rows as a DataFrame, CSV path or (N, {len(columns)}) array, "
+                        f"got {type(rows).__name__}")
+    missing = [c for c in columns if c not in rows.columns]
+    if missing:
+        raise DataError(f"{source}: missing columns {missing}; the model takes {columns}")
+    return feature_matrix(rows, Path(source), genes, clinical, categories)
+
+
+def survival_inputs(x: np.ndarray, mean, std, num_genes: int) -> dict[str, torch.Tensor]:
+    """Raw features (N, G + C), genes first, NaN where a gene was not measured -> the survival models' inputs,
+    standardised with the training ``mean`` and ``std``: ``clinical`` (N, C) float, ``genes`` (N, G) float with 0
+    where not measured and ``gene_mask`` (N, G) bool, True where measured."""
+    z = (x - np.asarray(mean)) / np.asarray(std)
+    genes = z[:, :num_genes]
+    return {"clinical": torch.as_tensor(z[:, num_genes:], dtype=torch.float32),
+            "genes": torch.as_tensor(np.nan_to_num(genes), dtype=torch.float32),
+            "gene_mask": torch.from_numpy(~np.isnan(genes))}

@@ -7,19 +7,20 @@ TFCAM's attention; a logistic regression on per-variable summaries beside them).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
-import numpy as np
 import torch
 
 from hub.data import read_csv_frame
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 from medical.baselines import coxph_on_run_split, logistic_regression_on_run_split
+from medical.data import HOURS, VARIABLES, read_record, stay_arrays
 from medical.explain import explain_stays
-from medical.io import clinical_columns, feature_matrix
+from medical.io import clinical_columns, survival_features, survival_inputs
 
 
 @dataclass(frozen=True)
@@ -96,30 +97,47 @@ class SurvivalTableKind(InputKind):
         are the card's gene and clinical columns (others, such as time and event, are ignored); empty gene
         cells are masked, as in training; the card's training mean and std standardise them."""
         spec = self.spec(card)
-        genes, clinical = list(spec.genes), clinical_columns(spec.clinical, spec.categories)
-        mean, std = np.asarray(spec.mean), np.asarray(spec.std)
+        columns = list(spec.genes) + clinical_columns(spec.clinical, spec.categories)
         for path in paths:
-            table = read_csv_frame(path, f"one row per patient with the columns {genes + clinical}")
-            missing = [c for c in genes + clinical if c not in table.columns]
-            if missing:
-                raise DataError(f"{path}: missing columns {missing}; {card.name} takes {genes + clinical}")
-            z = (feature_matrix(table, Path(path), genes, clinical, spec.categories) - mean) / std  # (N, G + C)
+            table = read_csv_frame(path, f"one row per patient with the columns {columns}")
+            inputs = _survival_model_inputs(spec, table, path)
             names = (table["id"].astype(str).tolist() if "id" in table.columns
                      else [f"{path}:{line}" for line in range(2, len(table) + 2)])
-            for start in range(0, len(z), batch_size):
-                chunk = torch.as_tensor(z[start:start + batch_size], dtype=torch.float32)
-                inputs = {"clinical": chunk[:, len(genes):]}
-                if genes:
-                    inputs.update(genes=chunk[:, :len(genes)].nan_to_num(), gene_mask=~chunk[:, :len(genes)].isnan())
-                yield names[start:start + batch_size], model(**inputs)
+            for start in range(0, len(names), batch_size):
+                yield names[start:start + batch_size], model(**{k: v[start:start + batch_size]
+                                                                 for k, v in inputs.items()})
+
+    def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
+        """Patients' raw rows (a pandas DataFrame or CSV path with the card's gene and clinical columns, others
+        ignored, or an (N, G + C) array in the card's column order, genes first, as the DeepSurv METABRIC file's
+        ``x`` holds them; an empty gene cell is masked) -> the model's keyword inputs, standardised with the
+        training mean and std: ``clinical`` (N, C) and, with genes, ``genes`` and ``gene_mask`` (N, G)."""
+        spec = self.spec(card)
+        return lambda rows: _survival_model_inputs(spec, rows, "the patients' rows")
+
+
+def _survival_model_inputs(spec: SurvivalTableSpec, rows, source) -> dict[str, torch.Tensor]:
+    """The model's keyword inputs of patients' raw ``rows`` (:func:`medical.io.survival_features`, then
+    :func:`medical.io.survival_inputs`); no gene inputs for a model without genes."""
+    x = survival_features(rows, list(spec.genes), clinical_columns(spec.clinical, spec.categories), source,
+                          spec.categories)
+    inputs = survival_inputs(x, spec.mean, spec.std, len(spec.genes))
+    return inputs if spec.genes else {"clinical": inputs["clinical"]}
 
 
 @dataclass(frozen=True)
 class IcuStaysSpec(KindSpec):
-    """An ICU model's input: ``hours`` hourly steps of the ``variables``."""
+    """An ICU model's input: ``hours`` hourly steps of the ``variables``, with the training statistics of
+    :func:`medical.data.stay_statistics` (clipping bounds, mean and std of the variables and descriptors)."""
 
     variables: list[str]
     hours: int
+    low: list[float]
+    high: list[float]
+    mean: list[float]
+    std: list[float]
+    static_mean: list[float]
+    static_std: list[float]
 
 
 @register_kind
@@ -127,6 +145,23 @@ class IcuStaysKind(InputKind):
     """PhysioNet 2012 ICU stays; explained by TFCAM's attention over the card's test stays."""
 
     name, domain, Spec = "icu_stays", "medical", IcuStaysSpec
+
+    def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
+        """A patient's raw PhysioNet 2012 record (the path of its ``set-a/<id>.txt`` file: ``Time,Parameter,Value``
+        rows) -> the model's keyword inputs, one stay (:func:`medical.data.stay_arrays` with the card's training
+        statistics): ``values`` and ``mask`` (hours, variables), ``static`` (9,); batch stays with
+        ``torch.utils.data.default_collate``."""
+        spec = self.spec(card)
+        if list(spec.variables) != VARIABLES or spec.hours != HOURS:
+            raise DataError(f"{card.name} takes {spec.hours} hours of {len(spec.variables)} variables; its "
+                            f"preprocessing reads the PhysioNet 2012 grid of {HOURS} hours of {VARIABLES}")
+        stats = dataclasses.asdict(spec)
+
+        def prepare(record) -> dict[str, torch.Tensor]:
+            means, static_raw = read_record(record)
+            return {k: torch.from_numpy(v[0]) for k, v in stay_arrays(means[None], static_raw[None], stats).items()}
+
+        return prepare
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_stays(card, model, inputs, out_dir)

@@ -293,6 +293,12 @@ def forecast_output_names(output_steps: int, step_seconds: int) -> list[str]:
     return [f"speed_{h * step_seconds}s" for h in range(1, output_steps + 1)]
 
 
+def traffic_features(speed: np.ndarray, time_of_day: np.ndarray, mean: float, std: float) -> np.ndarray:
+    """The traffic models' input features of raw speeds: [speed z-scored with the training ``mean`` and ``std``,
+    time of day in [0, 1)]. Shapes: (T, N) mph and (T,) -> (T, N, 2) float32."""
+    return np.stack([(speed - mean) / std, np.broadcast_to(time_of_day[:, None], speed.shape)], -1).astype(np.float32)
+
+
 class TrafficSeriesData(HubDataModule):
     """Speeds (T, N) as ``input_steps``-in / ``output_steps``-out samples, split chronologically; subclasses
     :meth:`load` the speeds, the time of day of each step and the road graph (see the module doc)."""
@@ -331,10 +337,10 @@ class TrafficSeriesData(HubDataModule):
                  "test": starts[len(starts) - n_test:]}
         train_end = parts["train"][-1] + self.input_steps  # speeds seen as inputs of training samples
         self.mean, self.std = float(speed[:train_end].mean()), float(speed[:train_end].std())
-        features = np.stack([(speed - self.mean) / self.std, np.broadcast_to(time_of_day[:, None], speed.shape)], -1)
+        features = traffic_features(speed, time_of_day, self.mean, self.std)
         for name, idx in parts.items():
             window = idx[:, None] + np.arange(total)[None, :]  # (S, T_in + T_out) step indices
-            x = features[window[:, :self.input_steps]].astype(np.float32)  # (S, T_in, N, 2)
+            x = features[window[:, :self.input_steps]]  # (S, T_in, N, 2)
             y = speed[window[:, self.input_steps:]]  # (S, T_out, N)
             self.splits[name] = (window, y)
             setattr(self, f"{name}_set", TensorDataset(torch.from_numpy(x), torch.from_numpy(y)))

@@ -1,7 +1,8 @@
 """Reading and checking time-series files: a user's sensor units (one CSV per unit) and traffic speeds
-(:func:`read_unit_csv`, :func:`read_speed_csv`), and the road graphs of the traffic datasets: :func:`road_graph`
-gives the (N, N) weighted adjacency of ``los_loop``, ``metr_la`` or ``pems_bay``, or of a user's adjacency CSV
-(used by the data modules and by TESTAM).
+(:func:`read_unit_csv`, :func:`read_speed_csv`; the same rows as pandas DataFrames or arrays for
+``hub.transforms``: :func:`unit_series`, :func:`speed_series`), and the road graphs of the traffic datasets:
+:func:`road_graph` gives the (N, N) weighted adjacency of ``los_loop``, ``metr_la`` or ``pems_bay``, or of a
+user's adjacency CSV (used by the data modules and by TESTAM).
 
 DCRNN ships METR-LA / PEMS-BAY graphs as Python pickles, which can run code when loaded. They are read
 only after their full sha256 matches the one in PROVENANCE.md, and then with a restricted unpickler
@@ -124,17 +125,43 @@ def read_unit_csv(path: str | Path, sensors: list[str], window: int, time_column
                          dtype=np.float64).reshape(-1, len(columns))
     except (ValueError, IndexError) as err:
         raise DataError(f"{path}: every row needs a number in each of {[time_column, *sensors]} ({err})") from None
+    return _checked_unit(table, str(path), [time_column, *sensors], window)
+
+
+def unit_series(unit, sensors: list[str], window: int, time_column: str = "cycle") -> np.ndarray:
+    """One unit's raw sensor rows -> (cycles, len(sensors)) float array in the order of ``sensors``, checked: a
+    unit CSV's path (:func:`read_unit_csv`) or a pandas DataFrame with the ``time_column`` and ``sensors`` columns
+    (e.g. one engine's rows of a C-MAPSS file, columns named as its readme: cycle, s1 ... s21); other columns are
+    ignored."""
+    import pandas as pd
+
+    if isinstance(unit, (str, Path)):
+        return read_unit_csv(unit, sensors, window, time_column)
+    if not isinstance(unit, pd.DataFrame):
+        raise DataError(f"expected a unit's rows as a pandas DataFrame or a CSV path, got {type(unit).__name__}")
+    columns = [time_column, *sensors]
+    missing = [c for c in columns if c not in unit.columns]
+    if missing:
+        raise DataError(f"the unit's rows lack the column(s) {missing}; expected {columns}, got {list(unit.columns)}")
+    table = unit[columns].apply(pd.to_numeric, errors="coerce").to_numpy(np.float64)
+    return _checked_unit(table, "the unit's rows", columns, window)
+
+
+def _checked_unit(table: np.ndarray, source: str, columns: list[str], window: int) -> np.ndarray:
+    """A unit's (cycles, 1 + S) table of time and sensors -> its (cycles, S) sensors, after checking it has
+    ``window`` rows, finite values and consecutive cycles; ``source`` names it in errors (row numbers are a
+    CSV file's lines)."""
     if len(table) < window:
-        raise DataError(f"{path} has {len(table)} cycles, fewer than the model's window of {window}")
+        raise DataError(f"{source} has {len(table)} cycles, fewer than the model's window of {window}")
     bad = np.argwhere(~np.isfinite(table))
     if len(bad):
         row, col = bad[0]
-        raise DataError(f"{path}: {len(bad)} NaN/inf values, first in row {row + 2} column "
-                        f"'{[time_column, *sensors][col]}'; fill or drop them first")
+        raise DataError(f"{source}: {len(bad)} NaN/inf/non-numeric values, first in row {row + 2} column "
+                        f"'{columns[col]}'; fill or drop them first")
     steps = np.diff(table[:, 0])
     if len(steps) and not np.all(steps == 1):
         at = int(np.flatnonzero(steps != 1)[0])
-        raise DataError(f"{path}: '{time_column}' must go up by 1 each row (no gaps, in time order); "
+        raise DataError(f"{source}: '{columns[0]}' must go up by 1 each row (no gaps, in time order); "
                         f"row {at + 2} has {table[at, 0]:g}, row {at + 3} has {table[at + 1, 0]:g}")
     return table[:, 1:]
 
@@ -161,7 +188,7 @@ def _unit_files(root: Path) -> list[Path]:
 MISSING = {"", "nan", "NaN", "NA"}
 
 
-def _time_of_day(path: Path, stamps: list[str]) -> tuple[np.ndarray, int]:
+def _time_of_day(path: str | Path, stamps: list[str]) -> tuple[np.ndarray, int]:
     """Timestamps -> time of day (T,) in [0, 1) and steps per day; refuses gaps and disorder."""
     import pandas as pd
 
@@ -213,3 +240,42 @@ def read_speed_csv(path: str | Path, steps_per_day: int = 288) -> tuple[list[str
     else:
         time_of_day = (np.arange(len(speed)) % steps_per_day / steps_per_day).astype(np.float32)
     return ids, speed, time_of_day
+
+
+def speed_series(speeds, times=None) -> tuple[list[str] | None, np.ndarray, np.ndarray]:
+    """Raw speeds -> sensor ids (None for an array), speeds (T, N) float32 with 0 for missing readings, time of day
+    (T,) in [0, 1). ``speeds``: a speeds CSV's path (:func:`read_speed_csv`, its ``time`` column or row numbers
+    give the time of day), or a (T, N) array or pandas DataFrame (columns: sensor ids) of speeds, NaN for a missing
+    reading, with the T timestamps in ``times``, a ``time`` column or a DatetimeIndex."""
+    import pandas as pd
+
+    if isinstance(speeds, (str, Path)):
+        return read_speed_csv(speeds)
+    ids = None
+    if isinstance(speeds, pd.DataFrame):
+        if "time" in speeds.columns:
+            times, speeds = speeds["time"] if times is None else times, speeds.drop(columns="time")
+        elif times is None and isinstance(speeds.index, pd.DatetimeIndex):
+            times = speeds.index
+        ids = [str(c) for c in speeds.columns]
+        numeric = all(pd.api.types.is_numeric_dtype(dtype) for dtype in speeds.dtypes)
+        speeds = (speeds if numeric else speeds.apply(pd.to_numeric, errors="coerce")).to_numpy(np.float64)
+    if not isinstance(speeds, np.ndarray) or speeds.ndim != 2:
+        raise DataError(f"expected raw speeds as a (T, N) array or DataFrame or a speeds CSV path, got "
+                        f"{getattr(speeds, 'shape', type(speeds).__name__)}")
+    if times is None:
+        raise DataError("the speeds need their timestamps (the model reads the time of day): pass times=, a 'time' "
+                        "column or a DatetimeIndex")
+    if len(times) != len(speeds):
+        raise DataError(f"{len(times)} timestamps for {len(speeds)} rows of speeds; expected one per row")
+    try:
+        speed = speeds.astype(np.float64)
+    except ValueError as err:
+        raise DataError(f"the speeds must be numbers ({err}); expected mph, NaN for a missing reading") from None
+    bad = np.isinf(speed) | (speed < 0)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise DataError(f"the speeds: row {row} (from 0), column {ids[col] if ids else col} holds {speed[row, col]}; "
+                        "expected finite speeds >= 0 (NaN for a missing reading)")
+    time_of_day, _ = _time_of_day("the speeds", list(times))
+    return ids, np.nan_to_num(speed, nan=0.0).astype(np.float32), time_of_day

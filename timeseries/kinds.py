@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -18,9 +18,9 @@ import torch
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
 from timeseries.baselines import rul_baseline_on_run_split, traffic_baseline_on_run_split
-from timeseries.data import minmax_apply
+from timeseries.data import minmax_apply, traffic_features
 from timeseries.explain import explain_routing, explain_units
-from timeseries.io import _unit_files, read_speed_csv, read_unit_columns, read_unit_csv
+from timeseries.io import _unit_files, read_speed_csv, read_unit_columns, speed_series, unit_series
 
 
 def _recipe(family: str, data: dict[str, Any], lr: float, weight_decay: float, gradient_clip: float,
@@ -72,13 +72,20 @@ class SensorSeriesKind(InputKind):
     def predict(self, card, model, paths: Iterable[str],
                 batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         """Yield ``(names, forecasts (B, horizon))`` from the last ``window`` cycles of each unit CSV."""
+        return predict_per_file(model, paths, self.transform(card), batch_size)
+
+    def transform(self, card) -> Callable[[Any], torch.Tensor]:
+        """One unit's raw sensor rows (a pandas DataFrame with a ``cycle`` column and the card's sensor columns, e.g.
+        one engine of a C-MAPSS file with the columns its readme names, or a unit CSV's path) -> its last ``window``
+        cycles of the card's sensors, min-max scaled with the training min and max: ``(window, S)``; stack units
+        for the model's ``(B, window, S)``."""
         spec = self.spec(card)
 
-        def window(path: str) -> torch.Tensor:  # the last ``window`` cycles, min-max scaled: (window, S)
-            series = read_unit_csv(path, spec.sensors, spec.window)[-spec.window:]
+        def prepare(unit) -> torch.Tensor:
+            series = unit_series(unit, spec.sensors, spec.window)[-spec.window:]
             return torch.from_numpy(minmax_apply(series, spec.min, spec.max))
 
-        return predict_per_file(model, paths, window, batch_size)
+        return prepare
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_units(card, model, inputs, out_dir)
@@ -108,6 +115,20 @@ class TrafficSeriesSpec(KindSpec):
     sensors: list[str] | None = None
 
 
+def _traffic_input(card, spec: TrafficSeriesSpec, ids: list[str] | None, speed: np.ndarray, time_of_day: np.ndarray,
+                   source) -> torch.Tensor:
+    """The model's input of the last ``input_steps`` rows of raw speeds (T, N) and their time of day (T,), checked
+    against the card: ``(input_steps, N, 2)``; ``source`` names the speeds in errors."""
+    if speed.shape[1] != spec.num_nodes:
+        raise DataError(f"{source} has {speed.shape[1]} sensors but {card.name} takes {spec.num_nodes}")
+    if spec.sensors is not None and ids is not None and ids != spec.sensors:
+        raise DataError(f"{source}: sensor ids differ from the ones {card.name} was trained on")
+    if len(speed) < spec.input_steps:
+        raise DataError(f"{source} has {len(speed)} rows, fewer than the model's {spec.input_steps} input steps")
+    recent = slice(len(speed) - spec.input_steps, None)
+    return torch.from_numpy(traffic_features(speed[recent], time_of_day[recent], spec.mean, spec.std))
+
+
 @register_kind
 class TrafficSeriesKind(InputKind):
     """A folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU."""
@@ -125,17 +146,21 @@ class TrafficSeriesKind(InputKind):
         spec = self.spec(card)
         for path in paths:
             ids, speed, time_of_day = read_speed_csv(path)
-            if len(ids) != spec.num_nodes:
-                raise DataError(f"{path} has {len(ids)} sensors but {card.name} takes {spec.num_nodes}")
-            if spec.sensors is not None and ids != spec.sensors:
-                raise DataError(f"{path}: sensor ids differ from the ones {card.name} was trained on")
-            if len(speed) < spec.input_steps:
-                raise DataError(f"{path} has {len(speed)} rows, fewer than the model's {spec.input_steps} input steps")
-            recent = slice(len(speed) - spec.input_steps, None)
-            x = np.stack([(speed[recent] - spec.mean) / spec.std,
-                          np.broadcast_to(time_of_day[recent, None], speed[recent].shape)], -1)  # (T_in, N, 2)
-            forecast = model(torch.from_numpy(x.astype(np.float32))[None])[0]  # (T_out, N)
+            forecast = model(_traffic_input(card, spec, ids, speed, time_of_day, path)[None])[0]  # (T_out, N)
             yield [f"{path}:{sensor}" for sensor in ids], forecast.T
+
+    def transform(self, card) -> Callable[..., torch.Tensor]:
+        """Raw speeds (a speeds CSV's path, or a (T, N) array or DataFrame of mph, NaN for a missing reading, with
+        its timestamps: ``prepare(speeds, times=...)``, a ``time`` column or a DatetimeIndex; see
+        :func:`timeseries.io.speed_series`) -> the model's input of its last ``input_steps`` rows, [speed z-scored
+        with the training mean and std, time of day]: ``(input_steps, N, 2)``; stack windows for ``(B, T, N, 2)``."""
+        spec = self.spec(card)
+
+        def prepare(speeds, times=None) -> torch.Tensor:
+            source = speeds if isinstance(speeds, (str, Path)) else "the speeds"
+            return _traffic_input(card, spec, *speed_series(speeds, times), source)
+
+        return prepare
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_routing(card, model, inputs, out_dir)

@@ -113,3 +113,76 @@ def test_generated_scenes_as_image_arrays_reproduce_the_slot_autoencoder_card():
                                    generator=torch.Generator().manual_seed(0))
         ari.update(out["masks"].argmax(1), torch.stack([mask for _, mask in batch]))
     assert_reproduces(card, "test/fg_ari", float(ari.compute()))
+
+
+def test_sensor_transform_scales_a_units_last_window_and_names_bad_rows():
+    import pandas as pd
+
+    card = hub.model_card("rul_attention.fd001")
+    spec, prepare = card.input_spec, hub.transforms("rul_attention.fd001")
+    rows = pd.DataFrame({"cycle": range(1, 41), **{s: [low] * 40 for s, low in zip(spec["sensors"], spec["min"])}})
+    rows.loc[39, spec["sensors"]] = spec["max"]  # the last cycle at the training max: ones
+    window = prepare(rows.assign(setting1=0.0))  # other columns are ignored
+    assert window.shape == (30, 14) and window[:-1].abs().max() == 0 and torch.allclose(window[-1], torch.ones(14))
+    with pytest.raises(DataError, match=r"lack the column\(s\) \['s21'\]"):
+        prepare(rows.drop(columns="s21"))
+    with pytest.raises(DataError, match="20 cycles, fewer than the model's window of 30"):
+        prepare(rows[:20])
+    with pytest.raises(DataError, match="'cycle' must go up by 1"):
+        prepare(rows.iloc[::-1])
+
+
+def test_traffic_transform_needs_timestamps_and_adds_the_time_of_day():
+    import pandas as pd
+
+    card = hub.model_card("testam.los_loop")
+    mean, std, prepare = card.input_spec["mean"], card.input_spec["std"], hub.transforms("testam.los_loop")
+    speeds = np.full((14, 207), 60.0)
+    speeds[-1, 0] = np.nan  # a missing reading: 0 mph, as in training
+    stamps = pd.date_range("2024-05-01 05:50", periods=14, freq="5min")  # the last 12 rows start at 06:00
+    x = prepare(speeds, times=stamps)
+    assert x.shape == (12, 207, 2) and x[0, 0, 1] == 0.25 and x[-1, 0, 1] == pytest.approx(0.25 + 11 / 288)
+    assert x[0, 5, 0] == pytest.approx((60 - mean) / std) and x[-1, 0, 0] == pytest.approx(-mean / std)
+    assert torch.equal(prepare(pd.DataFrame(speeds, index=stamps)), x)
+    with pytest.raises(DataError, match="timestamps"):
+        prepare(speeds)
+    with pytest.raises(DataError, match="3 sensors but testam.los_loop takes 207"):
+        prepare(speeds[:, :3], times=stamps)
+    with pytest.raises(DataError, match="equally spaced"):
+        prepare(speeds, times=stamps.append(stamps[-1:] + pd.Timedelta("5min")).delete(1))  # a gap
+
+
+def test_survival_transform_standardises_rows_and_masks_empty_genes():
+    import pandas as pd
+
+    card = hub.model_card("survival_fusion.metabric")
+    spec, prepare = card.input_spec, hub.transforms("survival_fusion.metabric")
+    rows = pd.DataFrame([spec["mean"], [v + s for v, s in zip(spec["mean"], spec["std"])]],
+                        columns=spec["genes"] + spec["clinical"])
+    rows.loc[1, "EGFR"] = np.nan  # not measured for this patient
+    inputs = prepare(rows.assign(time=1.0, event=1))
+    assert torch.allclose(inputs["clinical"], torch.tensor([[0.0] * 5, [1.0] * 5]))
+    assert inputs["genes"].tolist() == [[0.0] * 4, [1.0, 0.0, 1.0, 1.0]]
+    assert inputs["gene_mask"].tolist() == [[True] * 4, [True, False, True, True]]
+    with pytest.raises(DataError, match=r"expected an \(N, 9\) array"):
+        prepare(np.zeros((2, 8)))
+    with pytest.raises(DataError, match=r"missing columns \['age'\]"):
+        prepare(rows.drop(columns="age"))
+
+
+def test_icu_transform_reads_a_record_file_into_the_hourly_grid(tmp_path):
+    from medical.data import VARIABLES
+
+    prepare = hub.transforms("tfcam.physionet2012")
+    record = tmp_path / "140001.txt"
+    record.write_text("Time,Parameter,Value\n00:00,RecordID,140001\n00:00,Age,70\n00:00,Gender,1\n00:00,Height,-1\n"
+                      "00:00,ICUType,2\n00:00,Weight,80\n00:30,HR,100\n02:10,HR,80\n")
+    inputs = prepare(record)
+    hr = VARIABLES.index("HR")
+    assert inputs["values"].shape == inputs["mask"].shape == (48, 37) and inputs["static"].shape == (9,)
+    assert inputs["mask"][:, hr].nonzero().flatten().tolist() == [0, 2] and inputs["mask"].sum() == 2
+    assert inputs["values"][1, hr] == inputs["values"][0, hr] != inputs["values"][2, hr]  # carried forward
+    assert inputs["static"][4:].tolist() == [0, 1, 0, 0, 1]  # ICU type 2 one-hot, height missing
+    (tmp_path / "other.txt").write_text("a,b\n1,2\n")
+    with pytest.raises(DataError, match="expected a PhysioNet 2012 record"):
+        prepare(tmp_path / "other.txt")
