@@ -36,7 +36,8 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
                     policy: str = "full", **options) -> Recipe:
     """The recipe that fine-tunes ``name`` on the data at ``data``: a pretrained tag or run folder keeps its card's
     resolved recipe, with a data section reading ``data``, ``model.init_from: name``, at most
-    :data:`FINETUNE_MAX_EPOCHS` epochs with early stopping (:data:`FINETUNE_PATIENCE` unless the card sets one), and
+    :data:`FINETUNE_MAX_EPOCHS` epochs with early stopping (:data:`FINETUNE_PATIENCE` unless the card sets one), no
+    weight EMA, and
     the ``policy``'s keys (:data:`POLICY_OVERRIDES`); a bare family takes its domain's default recipe (``policy`` is
     not used). ``options`` (``target``, ``task``, ``time``, ``event``, ``genes``) go to the data section when given;
     ``overrides`` (``key.path=value``) are applied last. The run goes under ``output_dir`` (default ``runs``), never
@@ -55,8 +56,11 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
         trainer = dict(base.get("trainer") or {})
         stopping = dict(trainer.get("early_stopping") or {})
         stopping["patience"] = stopping.get("patience") or FINETUNE_PATIENCE
+        # no weight EMA: its decay suits the card's long run (0.998 averages ~500 steps), not a few hundred files,
+        # whose fine-tune would be validated on weights that have barely left the pretrained ones
         base["trainer"] = {**trainer, "max_epochs": min(trainer.get("max_epochs", FINETUNE_MAX_EPOCHS),
-                                                        FINETUNE_MAX_EPOCHS), "early_stopping": stopping}
+                                                        FINETUNE_MAX_EPOCHS), "early_stopping": stopping,
+                           "ema_decay": None}
         if policy not in POLICY_OVERRIDES:
             raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
         policy_keys = list(POLICY_OVERRIDES[policy])

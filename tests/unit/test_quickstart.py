@@ -120,6 +120,8 @@ def test_finetune_on_an_image_folder(tmp_path, capsys):
     assert card.label_names == ["class_0", "class_1", "class_7"]
     assert card.model_args["num_classes"] == 3
     assert card.recipe["resolved"]["model"]["init_from"] == "vit_digits.sklearn"
+    trainer = card.recipe["resolved"]["trainer"]  # small-data defaults: early stopping, no weight EMA
+    assert trainer["ema_decay"] is None and trainer["early_stopping"]["patience"] == 5 and trainer["max_epochs"] == 2
     # --policy auto: a linear probe and a full fine-tune, each in its own folder; the better on validation is kept
     choice = json.loads((run / "metrics.json").read_text())["policy"]
     assert choice["asked"] == "auto" and list(choice["candidates"]) == ["linear-probe", "full"]
