@@ -43,7 +43,7 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
     ``overrides`` (``key.path=value``) are applied last. The run goes under ``output_dir`` (default ``runs``), never
     under a folder a card names (its publisher's machine)."""
     policy_keys: list[str] = []
-    if not is_run_path(name) and split_name(name)[1] is None:  # a bare family: train from scratch
+    if _is_bare_family(name):  # train from scratch
         base = default_recipe(name, data, **options)
     else:
         card = model_card(name)
@@ -139,18 +139,25 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
     launching process alone reports)."""
     if policy not in POLICIES:
         raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
-    from_scratch = not is_run_path(name) and split_name(name)[1] is None
-    candidates = ["scratch"] if from_scratch else policies_for(name) if policy == "auto" else [policy]
-    runs = {p: train(recipe=finetune_recipe(name, data, overrides, output_dir, policy=p if p != "scratch" else "full",
-                                            **options), progress=progress) for p in candidates}
-    if is_ddp_worker():
-        return next(iter(runs.values())), None
-    chosen = choose_policy(runs)
-    run_dir = runs[chosen]
-    if not from_scratch:
+    if _is_bare_family(name):
+        run_dir = train(recipe=finetune_recipe(name, data, overrides, output_dir, **options), progress=progress)
+        if is_ddp_worker():
+            return run_dir, None
+    else:
+        runs = {p: train(recipe=finetune_recipe(name, data, overrides, output_dir, policy=p, **options),
+                         progress=progress) for p in (policies_for(name) if policy == "auto" else [policy])}
+        if is_ddp_worker():
+            return next(iter(runs.values())), None
+        chosen = choose_policy(runs)
+        run_dir = runs[chosen]
         summary = json.loads((run_dir / "metrics.json").read_text())
         summary["policy"] = {"chosen": chosen, "asked": policy, "candidates": {
             p: {"run": r.name, **json.loads((r / "metrics.json").read_text())["validation"]} for p, r in runs.items()}}
         atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
     result = baseline(model_card(str(run_dir)), run_dir)
     return run_dir, None if result is None else compare_with_baseline(run_dir, result)
+
+
+def _is_bare_family(name: str) -> bool:
+    """A family name with no tag (``gat``): trained from scratch, not fine-tuned."""
+    return not is_run_path(name) and split_name(name)[1] is None
