@@ -6,7 +6,7 @@
   separating it from the test inputs and the share of it flagged;
 - calibration (:mod:`hub.uncertainty`): a classifier's temperature with its expected calibration error and NLL
   before and after on the validation and test splits (from the card, else fitted here on the validation split),
-  a regression's 90% split conformal interval with its coverage and mean width on the test split.
+  a regression's 90% (Mondrian) split conformal interval with its coverage and mean width on the test split.
 
     HUB_DATA_DIR=../shared/data python -m benchmarks.uncertainty [--tags vit_digits.sklearn mlp.adult ...]
 
@@ -283,7 +283,7 @@ def calibration_row(tag: str, model, data) -> str:
     conformal = calibration.get("conformal", {})
     if "half_width" not in conformal:
         return f"| {tag} | none: {conformal.get('skipped', 'no outputs to calibrate')} | - | - | - | - | - | - |"
-    return (f"| {tag} | split conformal, {len(conformal['outputs'])} outputs | - | - | - | "
+    return (f"| {tag} | {conformal['method'].split(',')[0]}, {len(conformal['outputs'])} outputs | - | - | - | "
             f"{conformal['test_coverage']['0.9']:.1%} | {conformal['test_mean_width']['0.9']:.2f} | {source} |")
 
 
@@ -328,7 +328,8 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
              "## Calibration and intervals", "",
              "Classifiers: temperature scaling fitted on the validation split; expected calibration error (15 "
              "equal-width bins) and NLL before / after dividing the logits by the temperature. Regressions: 90% "
-             "split conformal intervals (half widths from the validation residuals); coverage and mean width "
+             "Mondrian split conformal intervals (per output, half widths from the validation residuals in up to "
+             f"{uncertainty.MAX_BINS} bins of the predicted value, `hub/uncertainty.py`); coverage and mean width "
              "(in the target's units: cycles of RUL, mph) on the test split, over every output and sensor. "
              "Source: the card's `calibration`, or fitted by this script when the card holds no figures (the card "
              "is not changed).", "",

@@ -100,7 +100,8 @@ def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
     expected = model(data.test_set.tensors[0][:1])[0, 0].item()
     rul, lower, upper = map(float, lines[0].split()[1:4])
     assert rul == pytest.approx(expected, abs=1e-2)
-    half_width = model.pretrained_cfg.calibration["conformal"]["half_width"]["0.9"][0]
+    conformal = model.pretrained_cfg.calibration["conformal"]  # the half width of the prediction's bin
+    half_width = conformal["half_width"]["0.9"][0][np.searchsorted(conformal["bin_edges"][0], rul, side="right")]
     assert rul - lower == pytest.approx(half_width, abs=2e-3) and upper - rul == pytest.approx(half_width, abs=2e-3)
 
 

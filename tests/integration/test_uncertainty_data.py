@@ -2,25 +2,37 @@
 correction, temperature scaling of overconfident logits, and both fitted at the end of a run and used by predict."""
 import csv
 import json
+from pathlib import Path
 
+import numpy as np
 import pytest
 
+import hub
+from hub import uncertainty
 from hub.cli import main
 from hub.data import data_dir
+from hub.recipe import card_data
 from hub.run.train import train
+from hub.tasks import create_task
+
+REPO = Path(__file__).resolve().parents[2]
+REGRESSION_TAGS = sorted(path.stem for path in REPO.glob("*/pretrained/*.json")  # every card with intervals
+                         if "half_width" in json.loads(path.read_text()).get("calibration", {}).get("conformal", {}))
 
 
 def test_a_regression_run_has_intervals_that_cover_the_test_split_and_predict_writes_them(repo, tmp_path):
-    """California Housing (3096 test rows): the 90% intervals fitted on the validation split cover 85-95% of the
-    test rows; predict --data writes median_house_value with its _lower_90 and _upper_90 columns."""
+    """California Housing (3096 test rows): the 90% intervals fitted on the validation split cover 87-93% of the
+    test rows; predict --data writes median_house_value with its _lower_90 and _upper_90 columns, each row's half
+    width that of its prediction's bin."""
     run = train(str(repo / "recipes" / "tabular" / "mlp_california_housing.yaml"),
                 ["trainer.max_epochs=3", f"output_dir={tmp_path}"], progress=False)
     intervals = json.loads((run / "metrics.json").read_text())["intervals"]
     assert intervals["outputs"] == ["median_house_value"] and intervals["test_points_per_output"] == [3096]
-    assert 0.85 <= intervals["test_coverage"]["0.9"] <= 0.95
+    assert 0.87 <= intervals["test_coverage"]["0.9"] <= 0.93
     assert intervals["test_coverage"]["0.8"] < intervals["test_coverage"]["0.9"] < intervals["test_coverage"]["0.95"]
-    half_width = json.loads((run / "card.json").read_text())["calibration"]["conformal"]["half_width"]["0.9"][0]
-    assert 10_000 < half_width < 400_000  # in dollars, not in standardised units
+    conformal = json.loads((run / "card.json").read_text())["calibration"]["conformal"]
+    half_widths, edges = np.array(conformal["half_width"]["0.9"][0]), conformal["bin_edges"][0]
+    assert len(half_widths) == len(edges) + 1 > 1 and all(10_000 < w < 400_000 for w in half_widths)  # in dollars
 
     rows = list(csv.DictReader(open(data_dir() / "california_housing" / "housing.csv")))[:20]
     with open(tmp_path / "rows.csv", "w", newline="") as f:
@@ -33,8 +45,29 @@ def test_a_regression_run_has_intervals_that_cover_the_test_split_and_predict_wr
                                     "median_house_value_upper_90", "ood_score", "ood"] and len(predictions) == 20
     for row in predictions:
         value, lower, upper = (float(row[f"median_house_value{s}"]) for s in ("", "_lower_90", "_upper_90"))
+        half_width = half_widths[np.searchsorted(edges, value, side="right")]
         assert value - lower == pytest.approx(half_width, rel=1e-4) == upper - value
     assert main(["predict", str(run), "--data", str(tmp_path / "rows.csv"), "--interval-level", "0.95",
                  "--out", str(tmp_path / "p95.csv")]) == 0
     assert "median_house_value_upper_95" in next(csv.reader(open(tmp_path / "p95.csv")))
     assert main(["predict", str(run), "--data", str(tmp_path / "rows.csv"), "--interval-level", "0.5"]) == 2
+
+# rul_attention.fd001's validation split holds 5 engines (959 windows of them): its bins' half widths rest on five
+# engines' errors, and its test split is 100 engines; Mondrian bins left its coverage at 86.5% (86.6% pooled)
+UNDER_COVERED = {"rul_attention.fd001": "86.5% of the 100 FD001 test engines covered at 90%, under 87%"}
+
+
+@pytest.mark.parametrize("tag", [pytest.param(tag, marks=pytest.mark.xfail(reason=UNDER_COVERED[tag], strict=True))
+                                 if tag in UNDER_COVERED else tag for tag in REGRESSION_TAGS])
+def test_regression_tags_cover_87_to_93_percent_of_their_test_split(tag):
+    """Every shipped tag with intervals: its 90% intervals, fitted again from its weights on the validation split
+    (:func:`hub.uncertainty.fit`), are those its card records and cover 87-93% of its test split."""
+    assert {"rul_attention.fd001", "testam.los_loop"} <= set(REGRESSION_TAGS)
+    model = hub.load(tag).eval()
+    data = card_data(model.pretrained_cfg)
+    data.setup("fit")
+    fitted = uncertainty.fit(model, data, create_task(data.task, **data.task_args()), progress=False)["conformal"]
+    card = model.pretrained_cfg.calibration["conformal"]
+    assert all(e == pytest.approx(c, abs=1e-3) for e, c in zip(fitted["bin_edges"], card["bin_edges"], strict=True))
+    assert fitted["test_coverage"]["0.9"] == pytest.approx(card["test_coverage"]["0.9"], abs=0.005)
+    assert 0.87 <= fitted["test_coverage"]["0.9"] <= 0.93

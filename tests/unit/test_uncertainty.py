@@ -17,6 +17,8 @@ from hub.uncertainty import (
     fit_temperature_figures,
     interval_columns,
     output_residuals,
+    prediction_bin_edges,
+    prediction_bins,
 )
 
 
@@ -44,8 +46,9 @@ def test_ninety_percent_intervals_cover_ninety_percent_of_fresh_points(n_calibra
 
 
 def test_intervals_are_per_output_and_leave_missing_targets_out():
-    """Forecasts (N, horizons, sensors): one half width per horizon, from all sensors, without the 0 targets of
-    missing readings; each horizon's noise scale shows in its width, and the test coverage is measured."""
+    """Forecasts (N, horizons, sensors): half widths per horizon, from all sensors, without the 0 targets of
+    missing readings; each horizon's noise scale shows in its widths (in every bin: the noise does not depend on
+    the speed), and the test coverage is measured."""
     rng = np.random.default_rng(1)
 
     def draw(n):
@@ -57,15 +60,49 @@ def test_intervals_are_per_output_and_leave_missing_targets_out():
 
     val = output_residuals(*draw(2000), count=3, missing=0.0)
     test = output_residuals(*draw(2000), count=3, missing=0.0)
-    assert [len(r) for r in val] == [2000 * 4] * 3
+    assert [len(p) for p, _ in val] == [len(r) for _, r in val] == [2000 * 4] * 3
     entry = fit_intervals(val, test, ["speed_5min", "speed_10min", "speed_15min"], scale=10.0)
-    widths = np.array(entry["half_width"]["0.9"])
-    np.testing.assert_allclose(widths / widths[0], [1, 2, 4], rtol=0.08)
-    np.testing.assert_allclose(widths[0], 10 * 1.645, rtol=0.05)  # the 95th percentile of N(0, 1), in units
+    widths = np.array(entry["half_width"]["0.9"])  # (outputs, bins)
+    assert widths.shape == (3, 10) and entry["val_points_per_bin"][0] == [800] * 10
+    np.testing.assert_allclose(widths / widths[:1], [[1] * 10, [2] * 10, [4] * 10], rtol=0.2)
+    np.testing.assert_allclose(widths[0].mean(), 10 * 1.645, rtol=0.05)  # the 95th percentile of N(0, 1), in units
     assert all(0.88 <= c <= 0.92 for c in entry["test_coverage_per_output"]["0.9"])
-    assert entry["test_mean_width"]["0.9"] == pytest.approx(2 * widths.mean())
     with_zeros = output_residuals(*draw(2000), count=3)  # without the mask the 0 targets inflate the width
-    assert conformal_half_width(with_zeros[0], 0.9) > 5 * conformal_half_width(val[0], 0.9)
+    assert conformal_half_width(with_zeros[0][1], 0.9) > 5 * conformal_half_width(val[0][1], 0.9)
+
+
+def test_bin_edges_split_equal_counts_and_keep_enough_points_per_bin():
+    assert prediction_bin_edges(np.arange(399.0)).tolist() == []  # under 2 * 200 points: one bin
+    np.testing.assert_allclose(prediction_bin_edges(np.arange(1000.0)), [199.8, 399.6, 599.4, 799.2])
+    assert len(prediction_bin_edges(np.arange(10_000.0))) == 9  # at most 10 bins
+    tied = np.r_[np.full(900, 500.0), np.arange(300.0)]  # predictions at a cap: 6 bins of 200 were asked for
+    edges = prediction_bin_edges(tied)
+    assert edges.tolist() == [pytest.approx(199.83, abs=0.01)]  # not 500: it would leave 100 points below it
+    assert np.bincount(prediction_bins(tied, edges)).tolist() == [200, 1000]
+
+
+def test_bins_of_the_prediction_cover_each_group_where_one_pooled_width_does_not():
+    """Heteroscedastic noise, small below a prediction of 50 and four times larger above (as RUL errors grow with
+    the RUL); the test points come mostly from the noisy group, the validation points mostly from the quiet one.
+    One pooled half width, right on the validation mix, covers the noisy group far below 90%, and so the test
+    split; the bins of the predicted value cover each group, and the test split, at about 90%."""
+    rng = np.random.default_rng(2)
+
+    def draw(quiet, noisy):
+        prediction = np.r_[rng.uniform(0, 50, quiet), rng.uniform(50, 100, noisy)]
+        residual = np.abs(rng.normal(0, 1, quiet + noisy)) * np.where(prediction < 50, 1.0, 4.0)
+        return [(prediction, residual)]
+
+    val, test = draw(3000, 1000), draw(500, 4500)
+    pooled = conformal_half_width(val[0][1], 0.9)
+    noisy = test[0][0] >= 50
+    assert np.mean(test[0][1][noisy] <= pooled) < 0.8 and np.mean(test[0][1] <= pooled) < 0.83
+    entry = fit_intervals(val, test, ["y"])
+    widths = np.asarray(entry["half_width"]["0.9"][0])[np.searchsorted(entry["bin_edges"][0], test[0][0], "right")]
+    for group in (noisy, ~noisy):
+        assert 0.87 <= np.mean(test[0][1][group] <= widths[group]) <= 0.93
+    assert 0.88 <= entry["test_coverage"]["0.9"] <= 0.92
+    assert entry["test_mean_width"]["0.9"] == pytest.approx(2 * widths.mean())
 
 
 def test_temperature_scaling_does_not_worsen_an_overconfident_classifier():
@@ -82,15 +119,27 @@ def test_temperature_scaling_does_not_worsen_an_overconfident_classifier():
 
 
 def test_interval_columns_sit_beside_each_output_at_a_stored_level():
+    """Per item, the half width of its output's bin (edges 15 and 25 for output ``a``; one bin for ``b``); an older
+    card's single half width per output is one bin."""
     card = dataclasses.replace(hub.model_card("rul_attention.fd001"), output_names=["a", "b"], calibration={
-        "conformal": {"half_width": {"0.8": [1.0, 2.0], "0.9": [3.0, 4.0]}}})
-    header, values = interval_columns(card, ["a", "b"], torch.tensor([[10.0, 20.0]]))
+        "conformal": {"bin_edges": [[15.0, 25.0], []],
+                      "half_width": {"0.8": [[1.0, 1.5, 2.5], [2.0]], "0.9": [[3.0, 3.5, 5.0], [4.0]]}}})
+    values = torch.tensor([[10.0, 20.0], [20.0, 20.0], [25.0, 0.0]])  # a in bins 0, 1 and 2 (25 is the edge)
+    header, columns = interval_columns(card, ["a", "b"], values)
     assert header == ["a", "a_lower_90", "a_upper_90", "b", "b_lower_90", "b_upper_90"]
-    assert values.tolist() == [[10.0, 7.0, 13.0, 20.0, 16.0, 24.0]]
-    assert interval_columns(card, ["a", "b"], torch.tensor([[10.0, 20.0]]), 0.8)[1].tolist() == [
-        [10.0, 9.0, 11.0, 20.0, 18.0, 22.0]]
+    assert columns.tolist() == [[10.0, 7.0, 13.0, 20.0, 16.0, 24.0], [20.0, 16.5, 23.5, 20.0, 16.0, 24.0],
+                                [25.0, 20.0, 30.0, 0.0, -4.0, 4.0]]
+    assert interval_columns(card, ["a", "b"], values[:1], 0.8)[1].tolist() == [[10.0, 9.0, 11.0, 20.0, 18.0, 22.0]]
     with pytest.raises(HubError, match=r"levels \['0.8', '0.9'\], not 0.95"):
         interval_columns(card, ["a", "b"], torch.zeros(1, 2), 0.95)
+    with pytest.raises(HubError, match="half widths for 2 outputs but the model gave 3"):
+        interval_columns(card, ["a", "b", "c"], torch.zeros(1, 3))
+    broken = dataclasses.replace(card, calibration={"conformal": {"bin_edges": [[15.0], []],
+                                                                  "half_width": {"0.9": [[3.0, 3.5, 5.0], [4.0]]}}})
+    with pytest.raises(HubError, match=r"\[3, 1\] interval half widths per output for \[1, 0\] bin edges"):
+        interval_columns(broken, ["a", "b"], torch.zeros(1, 2))
+    older = dataclasses.replace(card, calibration={"conformal": {"half_width": {"0.9": [3.0, 4.0]}}})
+    assert interval_columns(older, ["a", "b"], values[:1])[1].tolist() == [[10.0, 7.0, 13.0, 20.0, 16.0, 24.0]]
     plain = dataclasses.replace(card, calibration={})
     assert interval_columns(plain, ["a", "b"], torch.zeros(1, 2))[0] == ["a", "b"]
     with pytest.raises(HubError, match="no prediction intervals"):
