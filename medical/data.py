@@ -46,6 +46,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
+import math
 import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -337,9 +338,13 @@ def _observations(rows: Iterable[list[str]]) -> Iterator[tuple[int, str, float]]
         try:
             time, name, value = row
             hours, minutes = time.split(":")
-            yield int(hours) * 60 + int(minutes), name.strip(), float(value)
+            observation = int(hours) * 60 + int(minutes), name.strip(), float(value)
+            if not math.isfinite(observation[2]):
+                raise ValueError(value)
         except ValueError:
-            raise ValueError(f"line {line} is {','.join(row)[:60]!r}, not Time (HH:MM),Parameter,Value") from None
+            raise ValueError(f"line {line} is {','.join(row)[:60]!r}, not Time (HH:MM),Parameter,Value (a finite "
+                             "number)") from None
+        yield observation
 
 
 def _record_rows(text: str) -> list[list[str]]:
@@ -347,21 +352,16 @@ def _record_rows(text: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(text)))[1:]
 
 
-def _parse_record(text: str, variables: list[str] = VARIABLES, hours: int = HOURS
-                  ) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-    """One record file -> hourly sums (hours, F), counts (hours, F) of the F ``variables``, first-row descriptors;
-    observations after ``hours`` h (beyond ``hours``:00) and of other parameters are ignored."""
-    return _grid_sums(_observations(_record_rows(text)), variables, hours)
-
-
 def _grid_sums(observations: Iterable[tuple[int, str, float]], variables: list[str], hours: int
                ) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-    """:func:`_parse_record` of a stay's ``(minutes, parameter, value)`` observations."""
+    """A stay's ``(minutes, parameter, value)`` observations -> hourly sums (hours, F) and counts (hours, F) of the F
+    ``variables``, and its descriptors; observations after ``hours`` h (beyond ``hours``:00), of other parameters and
+    negative values (-1: not measured) are ignored."""
     sums, counts = np.zeros((hours, len(variables))), np.zeros((hours, len(variables)))
     descriptors: dict[str, float] = {}
     index = {v: i for i, v in enumerate(variables)}
     for minutes, name, value in _time_series(observations, descriptors):
-        if name in index and value >= 0 and 0 <= minutes <= hours * 60:  # -1: not measured
+        if name in index and value >= 0 and 0 <= minutes <= hours * 60:
             hour = min(minutes // 60, hours - 1)  # 48:00 belongs to the last hour
             sums[hour, index[name]] += value
             counts[hour, index[name]] += 1

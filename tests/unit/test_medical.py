@@ -391,12 +391,12 @@ def test_tfcam_explanations_are_distributions_and_are_drawn(tmp_path):
 
 
 def test_physionet_record_parsing_forward_fill_and_summaries():
-    from medical.data import HOURS, VARIABLES, _parse_record, prepare, summary_features
+    from medical.data import HOURS, VARIABLES, _grid_sums, _observations, _record_rows, prepare, summary_features
 
     text = ("Time,Parameter,Value\n00:00,RecordID,1\n00:00,Age,70\n00:00,Gender,1\n00:00,Height,-1\n"
             "00:00,ICUType,2\n00:00,Weight,80\n00:00,HR,90\n00:30,HR,100\n02:10,HR,80\n03:00,Weight,81\n"
             "48:00,GCS,15\n01:00,pH,-1\n")
-    sums, counts, descriptors = _parse_record(text)
+    sums, counts, descriptors = _grid_sums(_observations(_record_rows(text)), VARIABLES, HOURS)
     hr, weight, gcs = VARIABLES.index("HR"), VARIABLES.index("Weight"), VARIABLES.index("GCS")
     assert descriptors == {"Age": 70.0, "Gender": 1.0, "Height": -1.0, "ICUType": 2.0, "Weight": 80.0}
     assert sums[0, hr] == 190 and counts[0, hr] == 2 and counts[2, hr] == 1  # hour 0 averages 2 readings
@@ -490,6 +490,8 @@ def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_pat
      "140005.txt: the first line is 'time;param;value'; expected a PhysioNet 2012 record"),
     (lambda root: (root / "140005.txt").write_text("Time,Parameter,Value\n00:10,HR\n"), {},
      "line 2 is '00:10,HR', not Time"),
+    (lambda root: (root / "140005.txt").write_text("Time,Parameter,Value\n00:10,HR,inf\n"), {},
+     r"140005.txt: line 2 is '00:10,HR,inf', not Time \(HH:MM\),Parameter,Value \(a finite number\)"),
     (lambda root: (root / "Outcomes-a.txt").write_text((root / "Outcomes-a.txt").read_text().replace(",1\n", ",2\n")),
      {}, r"label column 'In-hospital_death' must be binary, 0 or 1 for every stay .* found \['2'\]"),
     (lambda root: (root / "Outcomes-a.txt").write_text("RecordID,In-hospital_death\n140000,0\n"), {},
