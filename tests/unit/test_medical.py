@@ -435,7 +435,8 @@ def _icu_folder(root, n=60, variables=("HR", "MAP", "Lactate"), seed=0):
     return root
 
 
-def test_cli_trains_tfcam_from_scratch_on_a_folder_of_icu_records(tmp_path, capsys):
+@pytest.mark.parametrize("family", ["tfcam", "icu_gru"])
+def test_cli_trains_an_icu_family_from_scratch_on_a_folder_of_records(tmp_path, capsys, family):
     """``attnhub finetune tfcam --data FOLDER``: the stays' own three variables define the input; the logistic
     regression on stay summaries is fitted on the same split and kept beside the run's metrics."""
     import csv
@@ -445,7 +446,7 @@ def test_cli_trains_tfcam_from_scratch_on_a_folder_of_icu_records(tmp_path, caps
     from hub.cli import main
 
     folder = _icu_folder(tmp_path / "stays")
-    assert main(["finetune", "tfcam", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+    assert main(["finetune", family, "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
                  "trainer.max_epochs=2", "trainer.accelerator=cpu", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "LogisticRegression on the same split: test/auroc" in out
