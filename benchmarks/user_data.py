@@ -3,7 +3,7 @@ beside the classical baseline that ``attnhub finetune`` fits on the same split. 
 datasets under a work folder, runs short ``finetune`` commands (CPU) and returns a markdown row per run: command,
 data, model metric, baseline metric, seeds.
 
-    HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio graph timeseries medical [--seeds 0 1]
+    HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio graph timeseries medical icu [--seeds 0 1]
 """
 from __future__ import annotations
 
@@ -204,6 +204,34 @@ def medical(work: Path, seeds: list[int]) -> list[str]:
             rows += _finetune_rows(family, path, described, ["trainer.accelerator=cpu"], seeds, work, time=time,
                                    event=event)
     return rows
+
+
+def icu(work: Path, seeds: list[int]) -> list[str]:
+    """PhysioNet 2012: the shared data hold set A only (no set B or C), and the shipped tfcam.physionet2012 was
+    trained on its folds 1-4, so the user folder is set A's fold 0 (the 800 stays of the tag's test part, never
+    trained on): the record files copied unchanged into one folder with their rows of ``Outcomes-a.txt`` as
+    ``Outcomes.txt``. ``tfcam`` from scratch (its default recipe: the stays' own variables) and fine-tuned from the
+    tag (the fine-tune policy's defaults), vs logistic regression on stay summaries; the run splits the 800 stays
+    70/10/20 stratified by ``In-hospital_death``."""
+    import shutil
+
+    from hub.data import stratified_split
+    from medical.data import load_grids
+
+    source = data_dir() / "physionet2012"
+    grids = load_grids(source)
+    heldout = set(grids["ids"][stratified_split(grids["y"], (0.2,) * 5, seed=2012)[0]].tolist())  # the tag's test fold
+    folder = work / "physionet2012_fold0"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = (source / "Outcomes-a.txt").read_text().splitlines()
+    (folder / "Outcomes.txt").write_text("\n".join([lines[0], *(line for line in lines[1:]
+                                                                 if int(line.split(",")[0]) in heldout)]) + "\n")
+    for record in heldout:
+        shutil.copyfile(source / "set-a" / f"{record}.txt", folder / f"{record}.txt")
+    described = (f"PhysioNet 2012 set A fold 0 ({len(heldout)} stays, the tag's test part) as `<RecordID>.txt` "
+                 "records + `Outcomes.txt`; 70/10/20 stratified by In-hospital_death")
+    return [row for name in ("tfcam", "tfcam.physionet2012")
+            for row in _finetune_rows(name, folder, described, ["trainer.accelerator=cpu"], seeds, work)]
 
 
 def main() -> None:

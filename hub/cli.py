@@ -95,7 +95,7 @@ def cmd_finetune(args) -> int:
     genes = [g.strip() for g in args.genes.split(",")] if args.genes else None
     run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
                                    policy=args.policy, target=args.target, task=args.task, time=args.time,
-                                   event=args.event, genes=genes)
+                                   event=args.event, genes=genes, outcomes=args.outcomes, label=args.label)
     if is_ddp_worker():
         return 0
     summary = json.loads((run_dir / "metrics.json").read_text())
@@ -280,8 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("finetune", help="fine-tune a pretrained model on your own data, or train a family from "
                        "scratch on it; a classical baseline is fitted on the same split and printed beside the result")
     p.add_argument("name", help="pretrained tag or run folder to start from, or a bare family (e.g. tabr, gat, "
-                   "timbre_attention, survival_fusion, rul_attention, traffic_gru) trained from scratch with its "
-                   "input kind's default recipe")
+                   "timbre_attention, survival_fusion, rul_attention, traffic_gru, tfcam) trained from scratch with "
+                   "its input kind's default recipe")
     p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class; for slot "
                    "autoencoders any folder of unlabelled images, split 80/10/10), a CSV table with a header (tabular "
                    "models; split 70/15/15 automatically), ...")
@@ -294,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--genes", help="survival tables: the gene columns, comma-separated, as many as the card's "
                    "(default: the card's names); the clinical columns are the card's unless "
                    "data.args.clinical_cols=[...] names others")
+    p.add_argument("--outcomes", help="ICU stays: the outcomes CSV with RecordID and the label column, in the folder "
+                   "or a path (default: the folder's one file named Outcomes*, such as Outcomes-a.txt)")
+    p.add_argument("--label", help="ICU stays: the 0/1 outcome column of the outcomes file (default: the card's, "
+                   "In-hospital_death)")
     p.add_argument("--policy", choices=("auto", "linear-probe", "full"), default="auto",  # hub.finetune.POLICIES
                    help="from a pretrained tag: 'linear-probe' trains the classifier alone; 'full' trains everything, "
                         "the backbone at a tenth of the learning rate (layer-wise decayed for timm models); 'auto' "

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hub.data import data_dir
 from hub.kinds import BaselineResult
-from medical.data import VARIABLES, load_grids, summary_features
+from medical.data import summary_features
 from medical.survival_metrics import harrell_c, survival_array, uno_c
 
 COXPH_RIDGE = 0.1  # scikit-survival's alpha: 0.05 * |w|^2 against a partial log-likelihood summed over patients
@@ -63,15 +62,16 @@ def coxph_on_run_split(run_dir) -> BaselineResult:
 
 def logistic_regression_baseline(datamodule, seed: int = 0) -> BaselineResult:
     """The logistic regression of the module docstring, fitted on the training split of a set-up
-    :class:`medical.data.PhysioNet2012Data`; its predictions: record id, true and predicted outcome, probabilities."""
+    :class:`medical.data.IcuStaysData` (PhysioNet 2012 set A or a user's stays); its predictions: record id, true and
+    predicted outcome, probabilities."""
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, average_precision_score, roc_auc_score
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import QuantileTransformer
 
-    grids = load_grids(data_dir() / "physionet2012")
-    summaries = summary_features(grids["means"], grids["static_raw"])[:, :5 * len(VARIABLES)]  # (N, 5 * 37)
+    grids = datamodule.grids
+    summaries = summary_features(grids["means"], grids["static_raw"])[:, :5 * grids["means"].shape[2]]  # (N, 5F)
 
     def features(part: str) -> np.ndarray:  # summaries and the run's admission descriptors (one-hot ICU type)
         return np.concatenate([summaries[datamodule.split_index[part]],
@@ -79,7 +79,8 @@ def logistic_regression_baseline(datamodule, seed: int = 0) -> BaselineResult:
 
     y, y_test = (getattr(datamodule, f"{part}_set").y.numpy() for part in ("train", "test"))
     model = make_pipeline(SimpleImputer(keep_empty_features=True),
-                          QuantileTransformer(n_quantiles=200, output_distribution="normal", random_state=seed),
+                          QuantileTransformer(n_quantiles=min(200, len(y)), output_distribution="normal",
+                                              random_state=seed),
                           LogisticRegression(C=0.1, max_iter=2000, random_state=seed))
     proba = model.fit(features("train"), y).predict_proba(features("test"))  # (N, 2)
     metrics = {"test/auroc": float(roc_auc_score(y_test, proba[:, 1])),

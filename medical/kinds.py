@@ -1,6 +1,7 @@
 """The medical input kinds: ``survival_table`` (a CSV of patients for the survival models; the default recipe of the
-``survival`` families on a user's table, CoxPH beside them) and ``icu_stays`` (PhysioNet 2012 stays, explained by
-TFCAM's attention; a logistic regression on per-variable summaries beside them).
+``survival`` families on a user's table, CoxPH beside them) and ``icu_stays`` (PhysioNet 2012 style stays: the default
+recipe of the ICU families on a user's folder of records, explained by TFCAM's attention; a logistic regression on
+per-variable summaries beside them).
 
 >>> SurvivalTableKind().default_recipe("deepsurv_mlp", "my.csv", time="week", event="arrest")["data"]["args"]
 {'path': 'my.csv', 'time_col': 'week', 'event_col': 'arrest', 'gene_cols': [], 'batch_size': 512}
@@ -18,7 +19,7 @@ from hub.data import read_csv_frame
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 from medical.baselines import coxph_on_run_split, logistic_regression_on_run_split
-from medical.data import HOURS, VARIABLES, read_record, stay_arrays
+from medical.data import read_record, stay_arrays
 from medical.explain import explain_stays
 from medical.io import clinical_columns, survival_features, survival_inputs
 
@@ -140,25 +141,59 @@ class IcuStaysSpec(KindSpec):
     static_std: list[float]
 
 
+# The model arguments and learning rates of the ICU families' recipes (recipes/medical/*_physionet2012.yaml).
+ICU_RECIPES = {"tfcam": ({"dim": 16, "num_heads": 2, "dropout": 0.2, "summaries": True, "summary_dim": 128, "k": 8},
+                         2e-3),
+               "icu_gru": ({"hidden": 64, "dropout": 0.2}, 1e-3)}
+
+
 @register_kind
 class IcuStaysKind(InputKind):
-    """PhysioNet 2012 ICU stays; explained by TFCAM's attention over the card's test stays."""
+    """ICU stays held as PhysioNet 2012 holds them (a folder of ``<RecordID>.txt`` records and an outcomes CSV:
+    :func:`medical.data.icu_stays_folder`); explained by TFCAM's attention over the card's test stays."""
 
     name, domain, Spec = "icu_stays", "medical", IcuStaysSpec
+    tasks = ("classification",)  # the task of the ICU families, tfcam and icu_gru (the other domains name theirs)
+
+    def finetune_data(self, card, path: str, outcomes: str | None = None, label: str | None = None
+                      ) -> dict[str, Any]:
+        """``attnhub finetune tfcam.physionet2012 --data FOLDER [--outcomes FILE] [--label COLUMN]``: the card's
+        variables and hours (parameters it does not know are dropped and listed in the run's card; variables the
+        stays never hold are missing throughout, which the model's observation mask carries); the label defaults
+        to the card's, else ``In-hospital_death``."""
+        spec, trained = self.spec(card), card.data.get("args", {})
+        return {"name": "icu_stays_folder", "args": {
+            "path": str(path), **({"outcomes": outcomes} if outcomes else {}),
+            "label": label or trained.get("label", "In-hospital_death"), "variables": list(spec.variables),
+            "hours": spec.hours, "batch_size": trained.get("batch_size", 64)}}
+
+    def default_recipe(self, family: str, path: str, outcomes: str | None = None, label: str | None = None
+                       ) -> dict[str, Any]:
+        """``attnhub finetune tfcam --data FOLDER [--outcomes FILE] [--label COLUMN]``: the stays' own time-series
+        parameters define the input (48 hours); the family's PhysioNet 2012 recipe (:data:`ICU_RECIPES`): AdamW,
+        a cosine schedule, at most 15 epochs, the epoch with the best validation AUROC (patience 5)."""
+        args, lr = ICU_RECIPES.get(family, ({}, 1e-3))
+        data = {"path": str(path), **({"outcomes": outcomes} if outcomes else {}), "batch_size": 64}
+        return {
+            "name": f"finetune-{family}",
+            "model": {"name": family, "args": dict(args)},
+            "data": {"name": "icu_stays_folder", "args": {**data, **({"label": label} if label else {})}},
+            "optimizer": {"name": "adamw", "lr": lr, "weight_decay": 1e-2},
+            "scheduler": {"name": "cosine", "warmup_epochs": 1},
+            "trainer": {"max_epochs": 15, "accelerator": "auto", "devices": 1, "monitor": "val/auroc",
+                        "early_stopping": {"patience": 5}, "log_every_n_steps": 10},
+        }
 
     def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
         """A patient's raw PhysioNet 2012 record (the path of its ``set-a/<id>.txt`` file: ``Time,Parameter,Value``
         rows) -> the model's keyword inputs, one stay (:func:`medical.data.stay_arrays` with the card's training
-        statistics): ``values`` and ``mask`` (hours, variables), ``static`` (9,); batch stays with
-        ``torch.utils.data.default_collate``."""
+        statistics): ``values`` and ``mask`` (hours, variables) of the card's hours and variables (other parameters
+        ignored), ``static`` (9,); batch stays with ``torch.utils.data.default_collate``."""
         spec = self.spec(card)
-        if list(spec.variables) != VARIABLES or spec.hours != HOURS:
-            raise DataError(f"{card.name} takes {spec.hours} hours of {len(spec.variables)} variables; its "
-                            f"preprocessing reads the PhysioNet 2012 grid of {HOURS} hours of {VARIABLES}")
         stats = dataclasses.asdict(spec)
 
         def prepare(record) -> dict[str, torch.Tensor]:
-            means, static_raw = read_record(record)
+            means, static_raw = read_record(record, list(spec.variables), spec.hours)
             return {k: torch.from_numpy(v[0]) for k, v in stay_arrays(means[None], static_raw[None], stats).items()}
 
         return prepare

@@ -235,3 +235,27 @@ def test_traffic_folder_survives_corruption(which, corruption):
                                           root / "adjacency.csv")
             if adjacency is not None:
                 assert adjacency.shape == (len(speeds[0]),) * 2 and finite(adjacency)
+
+
+# ---- ICU stays folder (<RecordID>.txt records + outcomes) ---------------------------------------------------
+
+@FUZZ
+@given(which=st.sampled_from(["140003.txt", "Outcomes-a.txt"]), corruption=corruptions())
+def test_icu_stays_folder_survives_corruption(which, corruption):
+    from medical.data import icu_stays_folder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        outcomes = [["RecordID", "In-hospital_death"]]
+        for i in range(24):
+            rows = [["Time", "Parameter", "Value"], ["00:00", "Age", str(40 + i)], ["00:00", "ICUType", str(1 + i % 4)]]
+            rows += [[f"{h:02d}:15", "HR", f"{80 + i % 7 + h}"] for h in range(0, 48, 6)]
+            csv.writer(open(root / f"{140000 + i}.txt", "w", newline="")).writerows(rows)
+            outcomes.append([str(140000 + i), str(int(i % 3 == 0))])
+        csv.writer(open(root / "Outcomes-a.txt", "w", newline="")).writerows(outcomes)
+        corrupt(root / which, corruption)
+        data = icu_stays_folder(str(root))
+        accepted_or_named(lambda: data.setup("fit"), root / which)
+        if data.train_set is not None:
+            rows = data.train_set
+            assert finite(rows.values, rows.static) and set(rows.y.tolist()) == {0, 1}

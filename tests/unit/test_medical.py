@@ -391,12 +391,12 @@ def test_tfcam_explanations_are_distributions_and_are_drawn(tmp_path):
 
 
 def test_physionet_record_parsing_forward_fill_and_summaries():
-    from medical.data import HOURS, VARIABLES, _parse_record, prepare, summary_features
+    from medical.data import HOURS, VARIABLES, _grid_sums, _observations, _record_rows, prepare, summary_features
 
     text = ("Time,Parameter,Value\n00:00,RecordID,1\n00:00,Age,70\n00:00,Gender,1\n00:00,Height,-1\n"
             "00:00,ICUType,2\n00:00,Weight,80\n00:00,HR,90\n00:30,HR,100\n02:10,HR,80\n03:00,Weight,81\n"
             "48:00,GCS,15\n01:00,pH,-1\n")
-    sums, counts, descriptors = _parse_record(text)
+    sums, counts, descriptors = _grid_sums(_observations(_record_rows(text)), VARIABLES, HOURS)
     hr, weight, gcs = VARIABLES.index("HR"), VARIABLES.index("Weight"), VARIABLES.index("GCS")
     assert descriptors == {"Age": 70.0, "Gender": 1.0, "Height": -1.0, "ICUType": 2.0, "Weight": 80.0}
     assert sums[0, hr] == 190 and counts[0, hr] == 2 and counts[2, hr] == 1  # hour 0 averages 2 readings
@@ -413,3 +413,125 @@ def test_physionet_record_parsing_forward_fill_and_summaries():
     table = summary_features(means, static_raw)
     assert table.shape == (3, 5 * len(VARIABLES) + 5)
     assert table[0, hr] == 80 and table[0, 4 * len(VARIABLES) + hr] == 2  # last value, hours observed
+
+
+def _icu_folder(root, n=60, variables=("HR", "MAP", "Lactate"), seed=0):
+    """``n`` tiny PhysioNet 2012 style records in ``root`` and ``Outcomes-a.txt``: the label is whether the stay's
+    lactate runs high (learnable from the grid and from the summaries)."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    outcomes = ["RecordID,SAPS-I,In-hospital_death"]
+    for i in range(n):
+        record, died = 140000 + i, i % 3 == 0
+        rows = ["Time,Parameter,Value", f"00:00,RecordID,{record}", f"00:00,Age,{rng.integers(20, 90)}",
+                "00:00,Gender,1", "00:00,Height,-1", f"00:00,ICUType,{1 + i % 4}", "00:00,Weight,80"]
+        for hour in sorted(rng.choice(48, size=6, replace=False)):
+            for k, name in enumerate(variables):
+                level = (4.0 if died else 1.5) if k == 2 else 80 + 10 * k
+                rows.append(f"{hour:02d}:{rng.integers(60):02d},{name},{level + rng.normal(0, 0.5):.2f}")
+        (root / f"{record}.txt").write_text("\n".join(rows) + "\n")
+        outcomes.append(f"{record},{rng.integers(5, 20)},{int(died)}")
+    (root / "Outcomes-a.txt").write_text("\n".join(outcomes) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("family", ["tfcam", "icu_gru"])
+def test_cli_trains_an_icu_family_from_scratch_on_a_folder_of_records(tmp_path, capsys, family):
+    """``attnhub finetune tfcam --data FOLDER``: the stays' own three variables define the input; the logistic
+    regression on stay summaries is fitted on the same split and kept beside the run's metrics."""
+    import csv
+    import json
+    from pathlib import Path
+
+    from hub.cli import main
+
+    folder = _icu_folder(tmp_path / "stays")
+    assert main(["finetune", family, "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=2", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "LogisticRegression on the same split: test/auroc" in out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    summary = json.loads((run / "metrics.json").read_text())
+    kept = summary["baseline"]
+    assert kept["name"] == "LogisticRegression" and kept["metric"] == "test/auroc"
+    assert kept["test"]["test/auroc"] > 0.9  # the label is in the lactate level
+    assert 0 <= summary["test"]["test/auroc"] <= 1
+    rows = list(csv.DictReader(open(run / kept["predictions"])))
+    assert len(rows) == 12 and {r["id"] for r in rows} <= {str(140000 + i) for i in range(60)}  # 20% of 60
+    card = hub.model_card(str(run))
+    assert card.input_spec["variables"] == ["HR", "Lactate", "MAP"] and card.input_spec["hours"] == 48
+    assert card.model_args["num_variables"] == 3 and card.data["sizes"] == [42, 6, 12]
+    inputs = hub.transforms(str(run))(folder / "140003.txt")
+    assert inputs["values"].shape == (48, 3) and inputs["mask"].sum() == 18
+
+
+def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_path):
+    """``attnhub finetune tfcam.physionet2012 --data FOLDER`` on stays with a parameter the card does not know:
+    the card's 37 variables stay the input, the unknown one is dropped and listed in the run's card."""
+    import json
+
+    from hub.finetune import finetune
+
+    folder = _icu_folder(tmp_path / "stays", n=40, variables=("HR", "MeanBP", "Lactate"))
+    run, entry = finetune("tfcam.physionet2012", str(folder), ["trainer.max_epochs=1", "trainer.accelerator=cpu"],
+                          str(tmp_path / "runs"), progress=False, policy="full")
+    card = hub.model_card(str(run))
+    assert card.data["unknown_variables_dropped"] == ["MeanBP"]
+    assert "MAP" in card.data["variables_never_observed"] and "HR" not in card.data["variables_never_observed"]
+    assert card.model_args["num_variables"] == 37 and len(card.input_spec["variables"]) == 37
+    assert entry["name"] == "LogisticRegression"
+    assert json.loads((run / "metrics.json").read_text())["policy"]["chosen"] == "full"
+
+
+@pytest.mark.parametrize("change,args,message", [
+    (lambda root: (root / "Outcomes-a.txt").unlink(), {}, "no outcomes file"),
+    (lambda root: None, {"outcomes": "outcomes-b.txt"}, "the outcomes file 'outcomes-b.txt'"),
+    (lambda root: None, {"label": "died"}, r"has no column 'died' \(the label"),
+    (lambda root: (root / "140005.txt").write_text("time;param;value\n00:00;HR;80\n"), {},
+     "140005.txt: the first line is 'time;param;value'; expected a PhysioNet 2012 record"),
+    (lambda root: (root / "140005.txt").write_text("Time,Parameter,Value\n00:10,HR\n"), {},
+     "line 2 is '00:10,HR', not Time"),
+    (lambda root: (root / "140005.txt").write_text("Time,Parameter,Value\n00:10,HR,inf\n"), {},
+     r"140005.txt: line 2 is '00:10,HR,inf', not Time \(HH:MM\),Parameter,Value \(a finite number\)"),
+    (lambda root: (root / "Outcomes-a.txt").write_text((root / "Outcomes-a.txt").read_text().replace(",1\n", ",2\n")),
+     {}, r"label column 'In-hospital_death' must be binary, 0 or 1 for every stay .* found \['2'\]"),
+    (lambda root: (root / "Outcomes-a.txt").write_text("RecordID,In-hospital_death\n140000,0\n"), {},
+     r"no outcome for 39 stay\(s\)"),
+])
+def test_bad_icu_folders_are_refused_naming_what_was_expected(tmp_path, change, args, message):
+    from medical.data import icu_stays_folder
+
+    root = _icu_folder(tmp_path / "stays", n=40)
+    change(root)
+    with pytest.raises(DataError, match=message):
+        icu_stays_folder(str(root), **args).setup()
+
+
+def test_icu_folder_split_from_subfolders_and_from_a_long_table(tmp_path):
+    """train/ and test/ subfolders give the split (val: 1/8 of train/); ``stays.csv`` holds the same stays."""
+    import shutil
+
+    from medical.data import icu_stays_folder
+
+    flat = _icu_folder(tmp_path / "flat", n=48)
+    split = tmp_path / "split"
+    for part in ("train", "test"):
+        (split / part).mkdir(parents=True)
+    for i, path in enumerate(sorted(flat.glob("14*.txt"))):
+        shutil.copy(path, split / ("test" if i % 4 == 0 else "train") / path.name)
+    shutil.copy(flat / "Outcomes-a.txt", split / "Outcomes-a.txt")
+    data = icu_stays_folder(str(split))
+    data.setup()
+    assert data.info["sizes"] == [31, 5, 12]
+    assert set(data.grids["ids"][data.split_index["test"]]) == {str(140000 + i) for i in range(0, 48, 4)}
+    table = tmp_path / "table"
+    table.mkdir()
+    lines = ["RecordID,Time,Parameter,Value"] + [f"{path.stem},{row}" for path in sorted(flat.glob("14*.txt"))
+                                                 for row in path.read_text().splitlines()[1:]]
+    (table / "stays.csv").write_text("\n".join(lines) + "\n")
+    shutil.copy(flat / "Outcomes-a.txt", table / "outcomes.csv")
+    from_table, from_files = icu_stays_folder(str(table)), icu_stays_folder(str(flat))
+    from_table.setup()
+    from_files.setup()
+    np.testing.assert_array_equal(from_table.grids["means"], from_files.grids["means"])
+    np.testing.assert_array_equal(from_table.train_set.values, from_files.train_set.values)
