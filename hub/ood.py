@@ -18,10 +18,22 @@ Scores, by what a model and its inputs offer (the card's ``ood["score"]`` names 
 - ``reconstruction``: an autoencoder's mean squared error between its input and its output, per input (a
   novelty score as old as autoencoders; e.g. Japkowicz et al., "A Novelty Detection Approach to Classification",
   IJCAI 1995): the slot autoencoders' scenes, which have no classes and no penultimate features.
+- ``inputs``: the squared Mahalanobis distance (one mean, Ledoit-Wolf shrunk precision) of a small fixed summary
+  of the model's input (:data:`INPUT_SUMMARIES`): of images and scenes (B, C, H, W), in pixel values, the channels'
+  means over a 4x4 grid, their standard deviations, their mean absolute horizontal and vertical differences and
+  how sparse these are (the texture: a drawn scene is flat with sharp edges), and the colourfulness (the mean over
+  pixels of the standard deviation across channels: 0 for grey images); of spectrograms (B, F, T), per band (F
+  pooled to 16) the mean, standard deviation and mean absolute change over time (speech moves, noise and tones
+  hold still); of traffic windows (B, T, N, C), per sensor and channel the mean and standard deviation over the
+  window (the network's joint pattern, which a window of permuted sensors breaks though each sensor's values stay
+  in its range). Lee et al. (2018, above) score the features of every layer, not only the penultimate, because
+  low-level statistics catch shifts that the last features, trained to tell the classes apart, map onto the
+  training data; this is the lowest level, the input, as the range check is for tables and sensors.
 
 Which model gets which: a model with ``forward_features`` / ``forward_head`` gets ``mahalanobis``, else a classifier
 gets ``energy``; tables, sensor and traffic windows and survival tables add ``range`` (a survival model, a regressor
-of risk: ``mahalanobis`` with one mean, plus ``range`` on its covariates); scenes get ``reconstruction``. A graph's
+of risk: ``mahalanobis`` with one mean, plus ``range`` on its covariates); scenes get ``reconstruction``; images,
+scenes, spectrograms and traffic windows add ``inputs``. A graph's
 node classifier gets ``energy``: measured on Cora and CiteSeer, Mahalanobis on the node embeddings (class means of
 the training nodes) flagged almost none of the test nodes whose features were shuffled (AUROC 0.73 on gat.cora),
 the energy most of them (AUROC 0.99; ``benchmarks/uncertainty.py``).
@@ -29,7 +41,7 @@ the energy most of them (AUROC 0.99; ``benchmarks/uncertainty.py``).
 Each score is divided by its own 99th percentile (the ``1 - false_alarm_rate`` quantile) on the validation split,
 the input's ``ood_score`` is the largest of these, and an input is flagged (``ood``) when its score exceeds the
 same quantile of the validation inputs' ``ood_score``: about ``false_alarm_rate`` of in-distribution inputs are
-flagged. Statistics (class means, precision matrix, medians and spreads) come from the training split (at most
+flagged. Statistics (class means, precision matrices, medians and spreads) come from the training split (at most
 :data:`MAX_FIT_ITEMS` items), the threshold from the validation split; the test split's flagged share is recorded
 as ``test_false_alarm_rate``. They are written to a safetensors sidecar (``ood.safetensors`` in a run folder,
 ``<tag>.ood.safetensors`` beside a shipped tag's weights) whose sha256 the card's ``ood`` section records and
@@ -57,6 +69,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from hub.errors import HubError
 
@@ -134,6 +147,43 @@ def range_score(values: np.ndarray, median: torch.Tensor, spread: torch.Tensor) 
     return np.nan_to_num(z, nan=0.0).reshape(len(values), -1).max(1)
 
 
+def image_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
+    """(B, 20C + 1) of images (B, C, H, W) normalised by ``spec``'s ``mean`` and ``std`` (C,), in pixel values: per
+    channel the means over a 4x4 grid (16C), the standard deviation (C), the mean absolute horizontal and vertical
+    differences (2C) and the log of their sparsity ``mean(d^2) / mean(|d|)^2`` (C: high for flat regions with sharp
+    edges), then the colourfulness (the standard deviation across channels, averaged over pixels; 0 for grey
+    images, and for one channel)."""
+    mean, std = (torch.tensor(spec[k], dtype=torch.float32, device=x.device)[:, None, None] for k in ("mean", "std"))
+    pixels = x.float() * std + mean
+    dx, dy = pixels[..., 1:] - pixels[..., :-1], pixels[..., 1:, :] - pixels[..., :-1, :]
+    differences = torch.cat([dx.flatten(2), dy.flatten(2)], 2)  # (B, C, D)
+    sparsity = differences.pow(2).mean(2) / differences.abs().mean(2).pow(2).clamp_min(1e-12)
+    return torch.cat([F.adaptive_avg_pool2d(pixels, 4).flatten(1), pixels.flatten(2).std(2), dx.abs().mean((2, 3)),
+                      dy.abs().mean((2, 3)), sparsity.log(), pixels.std(1, unbiased=False).mean((1, 2))[:, None]], 1)
+
+
+def spectrogram_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
+    """(B, 48) of spectrograms (B, F, T): per band (F averaged into 16) the mean, the standard deviation and the
+    mean absolute change from frame to frame, over time."""
+    bands = F.adaptive_avg_pool1d(x.float().transpose(1, 2), 16).transpose(1, 2)  # (B, 16, T)
+    return torch.cat([bands.mean(2), bands.std(2), bands.diff(dim=2).abs().mean(2)], 1)
+
+
+def traffic_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
+    """(B, 2NC) of traffic windows (B, T, N sensors, C channels): per sensor and channel the mean and the standard
+    deviation over the window."""
+    return torch.cat([x.float().mean(1).flatten(1), x.float().std(1).flatten(1)], 1)
+
+
+INPUT_SUMMARIES = {"image": image_summary, "scene": image_summary, "audio": spectrogram_summary,
+                   TRAFFIC_KIND: traffic_summary}  # the ``inputs`` score's summary of the model's input, per kind
+
+
+def input_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
+    """(B, S) the summary of the model's input ``x`` of the kind ``spec["kind"]`` (:data:`INPUT_SUMMARIES`)."""
+    return INPUT_SUMMARIES[spec["kind"]](x, spec).detach().cpu()
+
+
 # ---- table cells -------------------------------------------------------------------------------------------------
 
 def table_cells(frame, preprocessor: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -158,7 +208,7 @@ def table_cells(frame, preprocessor: dict[str, Any]) -> tuple[np.ndarray, np.nda
 
 @dataclasses.dataclass
 class Detector:
-    """The fitted scores of one model: ``scores`` names them (``mahalanobis``, ``energy``, ``range``) in the order
+    """The fitted scores of one model: ``scores`` names them (``mahalanobis``, ``energy``, ``range``, ...) in the order
     of ``scales`` (S,) (each score's validation quantile), ``statistics`` holds their tensors, ``threshold`` the
     validation quantile of the combined score."""
 
@@ -168,10 +218,11 @@ class Detector:
 
     def components(self, features: torch.Tensor | None, logits: torch.Tensor | None,
                    values: np.ndarray | None, unseen: np.ndarray | None = None,
-                   errors: np.ndarray | None = None) -> np.ndarray:
+                   errors: np.ndarray | None = None, summaries: torch.Tensor | None = None) -> np.ndarray:
         """(N, S) the raw scores: ``features`` (N, D) for Mahalanobis, ``logits`` (N, C) for the energy,
         ``values`` (N, ..., F) and ``unseen`` (N,) for the range check (without ``unseen``, an empty (NaN) value in
-        a column the statistics mark ``never_empty`` counts as unseen), ``errors`` (N,) reconstruction errors."""
+        a column the statistics mark ``never_empty`` counts as unseen), ``errors`` (N,) reconstruction errors,
+        ``summaries`` (N, S') the inputs' summaries (:func:`input_summary`)."""
         columns = []
         for name in self.scores:
             if name == "mahalanobis":
@@ -180,6 +231,9 @@ class Detector:
                 columns.append(energy(logits).numpy() - self.statistics["energy_offset"].item())
             elif name == "reconstruction":
                 columns.append(errors)
+            elif name == "inputs":
+                columns.append(mahalanobis(summaries, self.statistics["input_means"],
+                                           self.statistics["input_precision"]).numpy())
             else:
                 score = range_score(values, self.statistics["median"], self.statistics["spread"])
                 if unseen is None and "never_empty" in self.statistics:
@@ -209,15 +263,17 @@ class NoOODScore(HubError):
 def scores_for(card, model: torch.nn.Module) -> list[str]:
     """The scores a model gets (see the module docstring); raises naming why when it gets none."""
     kind = card.input_spec.get("kind", "")
-    if kind in RECONSTRUCTION_KINDS:
-        return ["reconstruction"]
     scores = []
-    if hasattr(model, "forward_head") and hasattr(model, "forward_features") and kind != GRAPH_KIND:
+    if kind in RECONSTRUCTION_KINDS:
+        scores.append("reconstruction")
+    elif hasattr(model, "forward_head") and hasattr(model, "forward_features") and kind != GRAPH_KIND:
         scores.append("mahalanobis")
     elif card.label_names:
         scores.append("energy")
     if kind == TABLE_KIND or kind in CHANNEL_KINDS or kind in COVARIATE_KINDS:
         scores.append("range")
+    if kind in INPUT_SUMMARIES:
+        scores.append("inputs")
     if not scores:
         raise NoOODScore(f"no OOD score for {card.name}: it has no forward_features / forward_head, is not a "
                        f"classifier and its inputs (kind {kind!r}) have no range check")
@@ -228,7 +284,7 @@ def scores_for(card, model: torch.nn.Module) -> list[str]:
 class SplitOutputs:
     """What the scores need of one split: features (N, D), logits (N, C) (None for an autoencoder, whose outputs
     are images), labels (N,), channel or covariate values (N, ..., F) (the model's input) or a table's numbers
-    (N, F) and unseen rows (N,), reconstruction errors (N,)."""
+    (N, F) and unseen rows (N,), reconstruction errors (N,), the inputs' summaries (N, S)."""
 
     features: torch.Tensor | None
     logits: torch.Tensor | None
@@ -236,9 +292,11 @@ class SplitOutputs:
     values: np.ndarray | None
     unseen: np.ndarray | None
     errors: np.ndarray | None = None
+    summaries: torch.Tensor | None = None
 
     def components(self, detector: Detector) -> np.ndarray:
-        return detector.components(self.features, self.logits, self.values, self.unseen, self.errors)
+        return detector.components(self.features, self.logits, self.values, self.unseen, self.errors,
+                                   self.summaries)
 
 
 def model_input_values(x) -> np.ndarray:
@@ -260,17 +318,18 @@ def reconstruction_errors(x: torch.Tensor, reconstruction: torch.Tensor) -> np.n
 
 
 @torch.no_grad()
-def split_outputs(model: torch.nn.Module, loader, scores: list[str], kind: str, frame=None, preprocessor=None,
+def split_outputs(model: torch.nn.Module, loader, scores: list[str], spec: dict[str, Any], frame=None,
                   limit: int | None = None, progress: bool = False, desc: str = "") -> SplitOutputs:
     """Run ``model`` over ``loader`` (``(x, y)`` batches; at most ``limit`` items) and keep what ``scores`` need.
-    A table's range check reads the split's raw ``frame`` (its rows in the loader's order: val and test)."""
+    ``spec``: the card's ``input_spec``. A table's range check reads the split's raw ``frame`` (its rows in the
+    loader's order: val and test)."""
     from pytorch_lightning.utilities import move_data_to_device
     from tqdm import tqdm
 
     from hub.tasks import call_model
 
-    device = next(model.parameters()).device
-    features, logits, labels, values, errors, count = [], [], [], [], [], 0
+    device, kind = next(model.parameters()).device, spec.get("kind", "")
+    features, logits, labels, values, errors, summaries, count = [], [], [], [], [], [], 0
     for batch in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr, leave=False):
         if not (isinstance(batch, (list, tuple)) and len(batch) == 2):
             raise NoOODScore(f"no OOD score: the statistics take data that gives (inputs, targets) batches; this "
@@ -289,13 +348,16 @@ def split_outputs(model: torch.nn.Module, loader, scores: list[str], kind: str, 
         labels.append(y)
         if "range" in scores and kind != TABLE_KIND:
             values.append(model_input_values(x))
+        if "inputs" in scores:
+            summaries.append(input_summary(x, spec))
         count += len(y)
         if limit is not None and count >= limit:
             break
-    table_values = table_cells(frame, preprocessor) if frame is not None and "range" in scores else (None, None)
+    table_values = (table_cells(frame, spec["preprocessor"]) if frame is not None and "range" in scores
+                    else (None, None))
     return SplitOutputs(torch.cat(features) if features else None, torch.cat(logits) if logits else None,
                         torch.cat(labels), np.concatenate(values) if values else table_values[0], table_values[1],
-                        np.concatenate(errors) if errors else None)
+                        np.concatenate(errors) if errors else None, torch.cat(summaries) if summaries else None)
 
 
 @torch.no_grad()
@@ -312,15 +374,14 @@ def score_inputs(model: torch.nn.Module, card, detector: Detector, loader, frame
                  progress: bool = False) -> np.ndarray:
     """(N,) ``ood_score`` of the inputs of ``loader``'s ``(inputs, targets)`` batches; ``frame``: a table's raw rows,
     in the loader's order."""
-    spec = card.input_spec
-    out = split_outputs(model.eval(), loader, detector.scores, spec.get("kind", ""), frame, spec.get("preprocessor"),
-                        progress=progress, desc="OOD scores")
+    out = split_outputs(model.eval(), loader, detector.scores, card.input_spec, frame, progress=progress,
+                        desc="OOD scores")
     return detector.score(out.components(detector))
 
 
 def _has_statistics(scores: list[str]) -> bool:
     """Whether ``scores`` fit statistics on the training split (the energy and reconstruction scores have none)."""
-    return "mahalanobis" in scores or "range" in scores
+    return bool({"mahalanobis", "range", "inputs"} & set(scores))
 
 
 def _split_outputs_of(model: torch.nn.Module, card, datamodule, scores: list[str],
@@ -331,13 +392,12 @@ def _split_outputs_of(model: torch.nn.Module, card, datamodule, scores: list[str
     if kind == GRAPH_KIND:
         return node_split_outputs(model, next(iter(datamodule.train_dataloader())))
     frames = getattr(datamodule, "frames", {})  # a table's raw splits (tabular data modules keep them)
-    preprocessor = card.input_spec.get("preprocessor")
     torch.manual_seed(0)  # the training loader's shuffle (and augmentation) pick the fitted subset
     outputs = {"train": None if not _has_statistics(scores) else
-               split_outputs(model, datamodule.train_dataloader(), scores, kind, limit=MAX_FIT_ITEMS,
+               split_outputs(model, datamodule.train_dataloader(), scores, card.input_spec, limit=MAX_FIT_ITEMS,
                              progress=progress, desc="OOD fit: train")}
     for split, loader in (("val", datamodule.val_dataloader()), ("test", datamodule.test_dataloader())):
-        outputs[split] = split_outputs(model, loader, scores, kind, frames.get(split), preprocessor, progress=progress,
+        outputs[split] = split_outputs(model, loader, scores, card.input_spec, frames.get(split), progress=progress,
                                        desc=f"OOD fit: {split}")
     return outputs
 
@@ -363,6 +423,8 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
         statistics.update(range_statistics(values.reshape(-1, *channels)))
         if kind in COVARIATE_KINDS:  # an empty gene where training had none is unseen
             statistics["never_empty"] = torch.from_numpy(~np.isnan(values).any(0)).float()
+    if "inputs" in scores:
+        statistics.update({f"input_{k}": v for k, v in mahalanobis_statistics(train.summaries).items()})
     if "energy" in scores:  # negative: centred on its validation median, its quantile is a positive scale
         statistics["energy_offset"] = torch.tensor(float(np.median(energy(val.logits).numpy())), dtype=torch.float64)
     detector = Detector(scores, statistics, threshold=0.0)
@@ -455,7 +517,7 @@ HEADER = ["ood_score", "ood"]
 class PredictionScorer:
     """Scores the inputs of ``model`` batch by batch as a predict adapter runs it: a forward pre-hook keeps the
     model's input of its latest call, from which :meth:`cells` computes the features (a second pass through
-    ``forward_features``), the range check and the reconstruction error. Counts what it flagged for
+    ``forward_features``), the range check, the reconstruction error and the input's summary. Counts what it flagged for
     :meth:`summary`."""
 
     def __init__(self, model: torch.nn.Module, detector: Detector):
@@ -478,15 +540,19 @@ class PredictionScorer:
         predicted nodes' logits); ``frame``: a table's raw rows of that call."""
         args, kwargs = self.inputs
         features = pooled_features(self.model, *args, **kwargs)[0] if "mahalanobis" in self.detector.scores else None
-        values, unseen, errors = None, None, None
+        spec = self.model.pretrained_cfg.input_spec
+        values, unseen, errors, summaries = None, None, None, None
         if "range" in self.detector.scores:
             if self.kind == TABLE_KIND:
-                values, unseen = table_cells(frame, self.model.pretrained_cfg.input_spec["preprocessor"])
+                values, unseen = table_cells(frame, spec["preprocessor"])
             else:
                 values = model_input_values(args[0] if args else kwargs)
+        x = args[0] if args else next(iter(kwargs.values()))  # an image, scene, spectrogram or window batch
         if "reconstruction" in self.detector.scores:
-            errors = reconstruction_errors(args[0] if args else next(iter(kwargs.values())), logits)
-        score = self.detector.score(self.detector.components(features, logits, values, unseen, errors))
+            errors = reconstruction_errors(x, logits)
+        if "inputs" in self.detector.scores:
+            summaries = input_summary(x, spec)
+        score = self.detector.score(self.detector.components(features, logits, values, unseen, errors, summaries))
         flags = self.detector.flag(score)
         self.flagged += int(flags.sum())
         self.total += len(flags)

@@ -167,12 +167,12 @@ def test_a_classifier_run_keeps_its_temperature_and_the_nll_and_ece_before_and_a
 
 # ---- out-of-distribution scores of the graph, survival and scene kinds (hub.ood), on synthetic data -------------
 
-def _fit(model, kind: str, splits: dict, label_names=()):
+def _fit(model, kind: str, splits: dict, label_names=(), **spec):
     """hub.ood.fit_detector on ``splits``: the ``train``, ``val`` and ``test`` batches (or one ``graph`` whose masks
-    name them, for every split), for a card of input ``kind``."""
+    name them, for every split), for a card of input ``kind`` (and the rest of its input ``spec``)."""
     from hub import ood
 
-    card = SimpleNamespace(name="synthetic", input_spec={"kind": kind}, label_names=list(label_names))
+    card = SimpleNamespace(name="synthetic", input_spec={"kind": kind, **spec}, label_names=list(label_names))
     data = SimpleNamespace(**{f"{split}_dataloader": (lambda s=split: [splits["graph"]] if "graph" in splits
                                                       else splits[s]) for split in ("train", "val", "test")})
     return ood.fit_detector(model.eval(), card, data)
@@ -272,11 +272,11 @@ def test_scene_reconstruction_error_flags_images_off_the_training_subspace():
     def loader(x):
         return DataLoader(TensorDataset(x, torch.zeros(len(x))), batch_size=256)
 
-    model = Projector()
-    detector, section = _fit(model, "scene", {s: loader(images(2000)) for s in ("train", "val", "test")})
-    assert detector.scores == ["reconstruction"] and section["fitted_on"].startswith("threshold")
+    model, spec = Projector(), {"mean": [0.0] * 3, "std": [1.0] * 3}
+    detector, section = _fit(model, "scene", {s: loader(images(2000)) for s in ("train", "val", "test")}, **spec)
+    assert detector.scores == ["reconstruction", "inputs"] and section["fitted_on"].startswith("statistics")
     assert 0.0 <= section["test_false_alarm_rate"] <= 0.04
-    card = SimpleNamespace(input_spec={"kind": "scene"})
+    card = SimpleNamespace(input_spec={"kind": "scene", **spec})
     noisy = ood.score_inputs(model, card, detector, loader(images(500, off_subspace=0.2)))
     assert detector.flag(noisy).mean() >= 0.95
 
