@@ -23,17 +23,23 @@ Scores, by what a model and its inputs offer (the card's ``ood["score"]`` names 
   means over a 4x4 grid, their standard deviations, their mean absolute horizontal and vertical differences and
   how sparse these are (the texture: a drawn scene is flat with sharp edges), and the colourfulness (the mean over
   pixels of the standard deviation across channels: 0 for grey images); of spectrograms (B, F, T), per band (F
-  pooled to 16) the mean, standard deviation and mean absolute change over time (speech moves, noise and tones
-  hold still); of traffic windows (B, T, N, C), per sensor and channel the mean and standard deviation over the
-  window (the network's joint pattern, which a window of permuted sensors breaks though each sensor's values stay
-  in its range). Lee et al. (2018, above) score the features of every layer, not only the penultimate, because
+  pooled to 8) the mean, standard deviation and mean absolute change over time (speech moves, noise and tones
+  hold still) and the lag-one autocorrelation over time (speech is smooth from frame to frame, noise is not).
+  Lee et al. (2018, above) score the features of every layer, not only the penultimate, because
   low-level statistics catch shifts that the last features, trained to tell the classes apart, map onto the
   training data; this is the lowest level, the input, as the range check is for tables and sensors.
+- ``sensor_order``: for traffic windows (B, T, N sensors, C), one minus the Spearman correlation between the order
+  of the sensors by their mean speed over the window and their order over the training windows: a road network's
+  fast and slow roads keep their order through rush hours, while a window of other sensors, or of permuted ones,
+  does not, though each value stays in its sensor's range. Measured on testam.los_loop: permuted sensors 100%
+  flagged, 3.0% of the (later) test windows; a Mahalanobis distance of the per-sensor means and standard
+  deviations flagged them all too, but 22% of the test windows, whose congestion episodes the training period
+  did not hold.
 
 Which model gets which: a model with ``forward_features`` / ``forward_head`` gets ``mahalanobis``, else a classifier
 gets ``energy``; tables, sensor and traffic windows and survival tables add ``range`` (a survival model, a regressor
 of risk: ``mahalanobis`` with one mean, plus ``range`` on its covariates); scenes get ``reconstruction``; images,
-scenes, spectrograms and traffic windows add ``inputs``. A graph's
+scenes and spectrograms add ``inputs``, traffic windows ``sensor_order``. A graph's
 node classifier gets ``energy``: measured on Cora and CiteSeer, Mahalanobis on the node embeddings (class means of
 the training nodes) flagged almost none of the test nodes whose features were shuffled (AUROC 0.73 on gat.cora),
 the energy most of them (AUROC 0.99; ``benchmarks/uncertainty.py``).
@@ -163,20 +169,36 @@ def image_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
 
 
 def spectrogram_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
-    """(B, 48) of spectrograms (B, F, T): per band (F averaged into 16) the mean, the standard deviation and the
-    mean absolute change from frame to frame, over time."""
-    bands = F.adaptive_avg_pool1d(x.float().transpose(1, 2), 16).transpose(1, 2)  # (B, 16, T)
-    return torch.cat([bands.mean(2), bands.std(2), bands.diff(dim=2).abs().mean(2)], 1)
+    """(B, 25) of spectrograms (B, F, T): per band (F averaged into 8) the mean, the standard deviation and the
+    mean absolute change from frame to frame, over time; then the lag-one autocorrelation over time, averaged over
+    the F bins (speech changes smoothly from frame to frame, noise does not). Measured on the FSDD tags: without
+    the autocorrelation, white noise scored 1.1 to 1.3 times the validation 99th percentile for ast_tiny.fsdd (a
+    coin toss at the combined threshold), with it 4.5 to 5.3 times; with 16 bands, fewer of it still."""
+    bands = F.adaptive_avg_pool1d(x.float().transpose(1, 2), 8).transpose(1, 2)  # (B, 8, T)
+    centred = x.float() - x.float().mean(2, keepdim=True)  # (B, F, T)
+    autocorrelation = (centred[..., 1:] * centred[..., :-1]).mean(2) / centred.pow(2).mean(2).clamp_min(1e-6)
+    return torch.cat([bands.mean(2), bands.std(2), bands.diff(dim=2).abs().mean(2),
+                      autocorrelation.mean(1, keepdim=True)], 1)
 
 
-def traffic_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
-    """(B, 2NC) of traffic windows (B, T, N sensors, C channels): per sensor and channel the mean and the standard
-    deviation over the window."""
-    return torch.cat([x.float().mean(1).flatten(1), x.float().std(1).flatten(1)], 1)
+INPUT_SUMMARIES = {"image": image_summary, "scene": image_summary,
+                   "audio": spectrogram_summary}  # the ``inputs`` score's summary of the model's input, per kind
 
 
-INPUT_SUMMARIES = {"image": image_summary, "scene": image_summary, "audio": spectrogram_summary,
-                   TRAFFIC_KIND: traffic_summary}  # the ``inputs`` score's summary of the model's input, per kind
+def sensor_ranks(values: np.ndarray) -> np.ndarray:
+    """(B, N) the ranks of the sensors by their mean first channel (speed) over each window of ``values``
+    (B, T, N, C)."""
+    from scipy.stats import rankdata
+
+    return rankdata(values[..., 0].astype(np.float64).mean(1), axis=1)
+
+
+def sensor_order_score(values: np.ndarray, training_ranks: torch.Tensor) -> np.ndarray:
+    """(B,) one minus the Spearman correlation between the sensors' order in each window of ``values``
+    (B, T, N, C) and their order over the training windows ``training_ranks`` (N,)."""
+    ranks, reference = sensor_ranks(values), training_ranks.double().numpy()
+    ranks, reference = ranks - ranks.mean(1, keepdims=True), reference - reference.mean()
+    return 1 - ranks @ reference / (np.linalg.norm(ranks, axis=1) * np.linalg.norm(reference)).clip(1e-12)
 
 
 def input_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
@@ -234,6 +256,8 @@ class Detector:
             elif name == "inputs":
                 columns.append(mahalanobis(summaries, self.statistics["input_means"],
                                            self.statistics["input_precision"]).numpy())
+            elif name == "sensor_order":
+                columns.append(sensor_order_score(values, self.statistics["sensor_ranks"]))
             else:
                 score = range_score(values, self.statistics["median"], self.statistics["spread"])
                 if unseen is None and "never_empty" in self.statistics:
@@ -274,6 +298,8 @@ def scores_for(card, model: torch.nn.Module) -> list[str]:
         scores.append("range")
     if kind in INPUT_SUMMARIES:
         scores.append("inputs")
+    if kind == TRAFFIC_KIND:
+        scores.append("sensor_order")
     if not scores:
         raise NoOODScore(f"no OOD score for {card.name}: it has no forward_features / forward_head, is not a "
                        f"classifier and its inputs (kind {kind!r}) have no range check")
@@ -381,7 +407,7 @@ def score_inputs(model: torch.nn.Module, card, detector: Detector, loader, frame
 
 def _has_statistics(scores: list[str]) -> bool:
     """Whether ``scores`` fit statistics on the training split (the energy and reconstruction scores have none)."""
-    return bool({"mahalanobis", "range", "inputs"} & set(scores))
+    return bool({"mahalanobis", "range", "inputs", "sensor_order"} & set(scores))
 
 
 def _split_outputs_of(model: torch.nn.Module, card, datamodule, scores: list[str],
@@ -393,8 +419,9 @@ def _split_outputs_of(model: torch.nn.Module, card, datamodule, scores: list[str
         return node_split_outputs(model, next(iter(datamodule.train_dataloader())))
     frames = getattr(datamodule, "frames", {})  # a table's raw splits (tabular data modules keep them)
     torch.manual_seed(0)  # the training loader's shuffle (and augmentation) pick the fitted subset
+    training_loader = getattr(datamodule, "statistics_dataloader", datamodule.train_dataloader)  # unaugmented
     outputs = {"train": None if not _has_statistics(scores) else
-               split_outputs(model, datamodule.train_dataloader(), scores, card.input_spec, limit=MAX_FIT_ITEMS,
+               split_outputs(model, training_loader(), scores, card.input_spec, limit=MAX_FIT_ITEMS,
                              progress=progress, desc="OOD fit: train")}
     for split, loader in (("val", datamodule.val_dataloader()), ("test", datamodule.test_dataloader())):
         outputs[split] = split_outputs(model, loader, scores, card.input_spec, frames.get(split), progress=progress,
@@ -425,6 +452,8 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
             statistics["never_empty"] = torch.from_numpy(~np.isnan(values).any(0)).float()
     if "inputs" in scores:
         statistics.update({f"input_{k}": v for k, v in mahalanobis_statistics(train.summaries).items()})
+    if "sensor_order" in scores:  # the road network's order of sensors by speed, from the mean training window
+        statistics["sensor_ranks"] = torch.from_numpy(sensor_ranks(train.values.mean(0, keepdims=True))[0])
     if "energy" in scores:  # negative: centred on its validation median, its quantile is a positive scale
         statistics["energy_offset"] = torch.tensor(float(np.median(energy(val.logits).numpy())), dtype=torch.float64)
     detector = Detector(scores, statistics, threshold=0.0)

@@ -305,3 +305,44 @@ def test_traffic_ranges_are_per_sensor_so_permuted_sensors_stand_out():
     assert np.quantile(range_score(fresh, **stats), 0.99) < 5 < range_score(permuted, **stats).min()
     pooled = range_statistics(windows[:400].reshape(-1, 1))  # the network's pooled range holds every permutation
     assert range_score(permuted, **pooled).max() < 3
+
+
+def test_sensor_order_keeps_a_network_through_rush_hour_and_breaks_for_permuted_sensors():
+    """Six roads with their own speeds; a rush hour slows every road by a third: the order of the roads holds
+    (score about 0, though every value leaves its road's range), a permutation of the roads breaks it."""
+    from hub.ood import sensor_order_score, sensor_ranks
+
+    rng = np.random.default_rng(0)
+    levels = np.linspace(20, 70, 6)
+    windows = levels[None, None, :, None] + rng.normal(0, 2, (200, 12, 6, 2))  # (S, T, N, C)
+    ranks = torch.from_numpy(sensor_ranks(windows.mean(0, keepdims=True))[0])
+    assert ranks.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    rush_hour = sensor_order_score(windows * 0.66, ranks)
+    permuted = sensor_order_score(windows[:, :, [3, 0, 5, 1, 4, 2]], ranks)
+    assert rush_hour.max() < 0.1 and permuted.min() > 0.5
+
+
+def test_spectrogram_summary_tells_smooth_speech_like_frames_from_white_noise():
+    """The last statistic, the lag-one autocorrelation over time, is near 1 for slowly changing frames and near 0
+    for independent ones; the summary has 8 bands' mean, spread and change, then it."""
+    from hub.ood import spectrogram_summary
+
+    generator = torch.Generator().manual_seed(0)
+    noise = torch.randn(4, 128, 64, generator=generator)  # (B, F, T)
+    smooth = torch.cumsum(noise, 2) / 8  # a random walk over time: each frame close to the last
+    summaries = spectrogram_summary(torch.cat([smooth, noise]), {})
+    assert summaries.shape == (8, 25)
+    assert summaries[:4, -1].min() > 0.8 and summaries[4:, -1].abs().max() < 0.1
+
+
+def test_audio_statistics_read_the_training_spectrograms_unaugmented():
+    from audio.data import SpectrogramAugment, SpectrogramData
+
+    specs, labels = torch.randn(6, 16, 20), torch.tensor([0, 1, 0, 1, 0, 1])
+    data = SpectrogramData.__new__(SpectrogramData)
+    data.batch_size, data.num_workers, data.seed = 4, 0, 0
+    data.train_set = SpectrogramAugment(specs, labels, 2, seed=0, noise=1.0, mixup=1.0)
+    augmented_x, soft_targets = next(iter(data.train_dataloader()))
+    x, y = next(iter(data.statistics_dataloader()))
+    assert soft_targets.dim() == 2 and not torch.allclose(augmented_x, specs[:4])
+    assert torch.equal(x, specs[:4]) and torch.equal(y, labels[:4])
