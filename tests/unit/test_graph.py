@@ -345,6 +345,27 @@ def test_finetune_from_scratch_records_the_normalisation_and_predict_applies_it(
     assert not torch.allclose(logits, as_given, atol=1e-3)
 
 
+def test_finetune_with_an_absolute_data_path_writes_no_machine_path_in_the_card(tmp_path, capsys, monkeypatch):
+    from hub.cards import absolute_paths
+    from hub.cli import main
+    from hub.recipe import card_data
+
+    root = generated_graph(tmp_path / "data" / "counts", non_negative=True)
+    (tmp_path / "work").mkdir()
+    for cwd, recorded in ((tmp_path / "work", "<data>/counts"), (tmp_path / "data", "counts")):
+        monkeypatch.chdir(cwd)  # the data outside the working folder, then under it
+        assert main(["finetune", "gat", "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+                     "trainer.max_epochs=1", "trainer.accelerator=cpu"]) == 0
+        run = Path(capsys.readouterr().out.split("run folder: ")[1].split()[0])
+        text = (run / "card.json").read_text()
+        assert str(tmp_path) not in text and absolute_paths(json.loads(text)) == []
+        card = hub.model_card(str(run))
+        assert card.data["args"]["root"] == card.recipe["resolved"]["data"]["args"]["root"] == recorded
+        assert card.data["source"] == recorded
+        assert str(root) in (run / "recipe.yaml").read_text()  # the run's own recipe keeps the path given
+        assert card_data(card).ids[:2] == ["n0", "n1"]  # read through it
+
+
 def test_graph_classifier_from_scratch_on_user_data_is_refused_naming_what_it_needs(tmp_path, capsys):
     from hub.cli import main
 
