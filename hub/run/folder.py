@@ -85,7 +85,7 @@ def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes
         task=get_model_entry(recipe.model.name).task,
         model_args={**recipe.model.args, **{k: v for k, v in datamodule.model_args().items()
                                             if k in get_model_entry(recipe.model.name).arg_names()}},
-        input_spec=datamodule.input_spec, label_names=list(datamodule.label_names),
+        input_spec=portable_data(datamodule.input_spec), label_names=list(datamodule.label_names),
         output_names=list(datamodule.output_names),
         num_params=sum(p.numel() for p in model.parameters()),
         data=portable_data({"name": recipe.data.name, "args": recipe.data.args, **datamodule.info}),
