@@ -105,7 +105,7 @@ class SensorSeriesKind(InputKind):
 
         Chosen on the validation units (13 engines of FD001 as user CSVs, seed 0, last-epoch val/rmse;
         HistGradientBoosting on window statistics 12.96): the former default (dropout 0.1, batches of 256, 20
-        epochs, early stopping with patience 10 and the best epoch tested) stopped at epoch 19 and tested epoch 9,
+        epochs, early stopping with patience 10 and the best epoch tested) stopped after 19 epochs, tested the 9th:
         its learning rate barely decayed (val 12.98 picked from a noisy curve; test 15.7); the FD001 recipe's 18
         epochs 12.67; 40 epochs 12.04; dim 64 or depth 2 at 18 epochs 12.01, 12.65; dim 64 at 40 epochs overfits
         (16.15); lr 2e-3 12.76. See benchmarks/results/user_data.md."""
