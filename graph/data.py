@@ -15,7 +15,9 @@ A user graph folder holds ``nodes.csv`` (a column ``id``, numeric feature column
 left blank for unlabelled nodes, optionally a column ``split``: ``train``, ``val``, ``test`` or blank)
 and ``edges.csv`` (columns ``src``, ``dst`` naming node ids); edges are made undirected. Without a
 ``split`` column the labelled nodes are split stratified into train/val/test; the unlabelled nodes
-are the ones ``attnhub predict`` labels.
+are the ones ``attnhub predict`` labels. Features are row-normalised (``normalize``, default ``"auto"``) when
+every one is non-negative (word counts, bag-of-words, as PyG's Planetoid practice), else left as given; the card
+records the resolved true/false.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from torch.utils.data import DataLoader
 from torch_geometric.data import Data
 from torch_geometric.utils import barabasi_albert_graph, degree, erdos_renyi_graph
 
-from graph.io import node_features, read_graph_folder
+from graph.io import node_features, read_graph_folder, resolve_normalize
 from hub.data import HubDataModule, data_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
@@ -179,7 +181,7 @@ class GraphFolderData(NodeGraphData):
     nodes split stratified (``split_seed``); ``ids`` holds the node ids, in the graph's node order."""
 
     def __init__(self, root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
-                 test_fraction: float = 0.2, normalize: bool = False):
+                 test_fraction: float = 0.2, normalize: bool | str = "auto"):
         super().__init__(seed)
         self.root, self.split_seed, self.normalize = Path(root), split_seed, normalize
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
@@ -190,8 +192,10 @@ class GraphFolderData(NodeGraphData):
         split_column = "train_mask" in graph
         if not split_column:
             self._stratified_split(graph, label_names)
-        graph.x = node_features(graph.x, self.normalize)
-        self.input_spec = {"normalize": self.normalize, "feature_columns": feature_columns}
+        normalize = resolve_normalize(graph.x, self.normalize, f"{self.root / 'nodes.csv'}")
+        graph.x = node_features(graph.x, normalize)
+        # resolved ("auto" -> true/false): predict, explain and transforms read the card's input_spec
+        self.input_spec = {"normalize": normalize, "feature_columns": feature_columns}
         return graph, label_names, {"source": str(self.root), "license": "the user's data",
                                     "unlabelled": int((graph.y < 0).sum()),
                                     "split_from": "the column 'split'" if split_column else
@@ -216,8 +220,9 @@ class GraphFolderData(NodeGraphData):
 
 @register_dataset(task="node-classification")
 def graph_folder(root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
-                 test_fraction: float = 0.2, normalize: bool = False) -> GraphFolderData:
-    """A user graph: nodes.csv (id, features, label; blank = unlabelled; optional split) and edges.csv (src, dst)."""
+                 test_fraction: float = 0.2, normalize: bool | str = "auto") -> GraphFolderData:
+    """A user graph: nodes.csv (id, features, label; blank = unlabelled; optional split) and edges.csv (src, dst).
+    ``normalize``: row-normalise the features; ``"auto"`` when every feature is non-negative."""
     return GraphFolderData(root, seed, split_seed, val_fraction, test_fraction, normalize)
 
 

@@ -27,6 +27,18 @@ def node_features(x: torch.Tensor, normalize: bool) -> torch.Tensor:
     return x.to_sparse_csr() if (x != 0).float().mean() < SPARSE_BELOW else x
 
 
+def resolve_normalize(x: torch.Tensor, normalize: bool | str, source: str) -> bool:
+    """Whether the features ``x`` (N, F) of ``source`` are row-normalised: ``normalize`` when true or false; for
+    ``"auto"``, when every feature is non-negative (counts, bag-of-words: what PyG's ``NormalizeFeatures`` is used
+    for on Planetoid), else they are left as given (signed features: embeddings, z-scores)."""
+    if normalize == "auto":
+        return bool((x >= 0).all())
+    if not isinstance(normalize, bool):
+        raise DataError(f"{source}: normalize={normalize!r}; expected true, false or 'auto' (row-normalise when "
+                        "every feature is non-negative)")
+    return normalize
+
+
 def graph_inputs(graph, num_features: int, normalize: bool, where: str) -> dict[str, torch.Tensor]:
     """A PyG ``Data`` with ``x`` (N, num_features) and ``edge_index`` (2, E) -> a node classifier's keyword inputs
     ``{"x": node_features(x, normalize), "edge_index": edge_index}``; ``where`` (the model) names it in errors."""

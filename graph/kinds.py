@@ -9,7 +9,11 @@ small graphs for graph classifiers, generated only: no user format for them yet)
   feature columns as the card's but renamed or reordered are refused, naming the family to train from scratch.
 - from scratch: ``attnhub finetune gat --data DIR`` (also ``gatv2``, ``cat``) trains the family with its Planetoid
   recipe's dimensions and optimiser (:meth:`GraphKind.default_recipe`), on DIR's ``split`` column or a stratified
-  split of its labelled nodes; ``attnhub finetune gat_pma --data DIR`` refuses, naming the data it would need.
+  split of its labelled nodes. Features are row-normalised when every one is non-negative (counts, bag-of-words:
+  PyG's ``NormalizeFeatures`` practice on Planetoid), else left as given (``data.args.normalize=auto``, the default;
+  ``data.args.normalize=true`` or ``false`` forces it); the card's ``input_spec["normalize"]`` records the resolved
+  true/false, which predict, explain and the transform apply. ``attnhub finetune gat_pma --data DIR`` refuses,
+  naming the data it would need.
 - baseline: logistic regression on node features and neighbour means (:mod:`graph.baselines`), on the run's split.
 - predict: ``attnhub predict NAME DIR`` runs the model over the whole graph and returns the
   unlabelled nodes (blank ``label``), one line each, named by their id; with the card's OOD statistics
@@ -98,12 +102,12 @@ class GraphKind(InputKind):
 
     def default_recipe(self, family: str, path: str) -> dict[str, Any]:
         """The family's Planetoid recipe on the graph folder ``path``: in_channels and num_classes from the data,
-        Adam (lr 0.005, L2 5e-4), at most 1000 full-batch epochs, stopped after 100 without progress on val/loss
-        or val/acc."""
+        features row-normalised when all are non-negative (``normalize: auto``), Adam (lr 0.005, L2 5e-4), at most
+        1000 full-batch epochs, stopped after 100 without progress on val/loss or val/acc."""
         return {
             "name": f"finetune-{family}",
             "model": {"name": family, "args": {**PLANETOID_MODEL_ARGS, **FAMILY_MODEL_ARGS.get(family, {})}},
-            "data": {"name": "graph_folder", "args": {"root": str(path)}},
+            "data": {"name": "graph_folder", "args": {"root": str(path), "normalize": "auto"}},
             "optimizer": {"name": "adam", "lr": 0.005, "weight_decay": 5e-4},
             "scheduler": {"name": "none"},
             "trainer": {"max_epochs": 1000, "accelerator": "auto", "devices": 1, "log_every_n_steps": 1,

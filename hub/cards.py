@@ -94,6 +94,33 @@ def portable_path(path: str | os.PathLike) -> str:
     return path.name
 
 
+DATA_ELSEWHERE = "<data>"  # stands for the folders above a data path outside the working folder
+
+
+def portable_data_path(path: str | os.PathLike) -> str:
+    """A data path (``--data``, a dataset's ``root``) as a card holds it, POSIX style: as given when relative;
+    relative to the working folder when it lies under it; else ``<data>/`` and its final name (``--data
+    /home/me/fd001_units`` run from elsewhere is recorded as ``<data>/fd001_units``: the folders above it are the
+    machine's). A run folder's own ``recipe.yaml`` keeps the path as given (:func:`hub.recipe.card_data` reads it)."""
+    path = Path(path)
+    if not path.is_absolute():
+        return path.as_posix()
+    cwd = Path.cwd().resolve()
+    if path.resolve().is_relative_to(cwd):
+        return path.resolve().relative_to(cwd).as_posix()
+    return f"{DATA_ELSEWHERE}/{path.name}"
+
+
+def portable_data(value: Any) -> Any:
+    """``value`` (a data section: dataset arguments, the data module's info; walked through dicts and lists) with
+    every absolute path in it made portable (:func:`portable_data_path`)."""
+    if isinstance(value, dict):
+        return {k: portable_data(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [portable_data(v) for v in value]
+    return portable_data_path(value) if isinstance(value, str) and os.path.isabs(value) else value
+
+
 # where a run's outputs and tracking went on the machine that trained it, not what it trains: no part of a card
 LOCAL_KEYS = ("output_dir", "trainer.loggers", "trainer.mlflow_uri")
 
@@ -112,16 +139,29 @@ def _without_keys(section: dict[str, Any], keys: list[str]) -> dict[str, Any]:
 def portable_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
     """A card's ``recipe`` section without the folders of the machine that trained it: the :data:`LOCAL_KEYS`
     (``output_dir``, the loggers and MLflow's store) are dropped from ``resolved`` and from the overrides (a run goes
-    where its user says, ``./runs`` by default), and ``path`` is made relative (:func:`portable_path`); everything
-    else is kept."""
+    where its user says, ``./runs`` by default), ``path`` is made relative (:func:`portable_path`) and the data
+    paths of ``resolved``'s data section and of the ``data.`` overrides portable (:func:`portable_data_path`);
+    everything else is kept."""
     out = dict(recipe)
     if out.get("path"):
         out["path"] = portable_path(out["path"])
     if "overrides" in out:
-        out["overrides"] = [o for o in out["overrides"] if o.partition("=")[0].strip() not in LOCAL_KEYS]
+        out["overrides"] = [_portable_override(o) for o in out["overrides"]
+                            if o.partition("=")[0].strip() not in LOCAL_KEYS]
     if isinstance(out.get("resolved"), dict):
         out["resolved"] = _without_keys(out["resolved"], list(LOCAL_KEYS))
+        if "data" in out["resolved"]:
+            out["resolved"]["data"] = portable_data(out["resolved"]["data"])
     return out
+
+
+def _portable_override(override: str) -> str:
+    """``data.args.root=/abs/folder`` -> ``data.args.root=<data>/folder`` (:func:`portable_data_path`); other
+    overrides as given."""
+    key, _, value = override.partition("=")
+    if key.strip().startswith("data.") and os.path.isabs(value.strip()):
+        return f"{key}={portable_data_path(value.strip())}"
+    return override
 
 
 def absolute_paths(value: Any, key: str = "") -> list[tuple[str, str]]:

@@ -284,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "its input kind's default recipe")
     p.add_argument("--data", required=True, help="your data: an image folder (one sub-folder per class; for slot "
                    "autoencoders any folder of unlabelled images, split 80/10/10), a CSV table with a header (tabular "
-                   "models; split 70/15/15 automatically), ...")
+                   "models; split 70/15/15 automatically), a graph folder (nodes.csv, edges.csv; the features "
+                   "row-normalised when all are non-negative, data.args.normalize=true/false to force), ...")
     p.add_argument("--target", help="tables: the column to predict (default: the pretrained card's target)")
     p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"),
                    help="tables: the kind of target "

@@ -242,11 +242,14 @@ def validate_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
 
 def card_data(card, data_overrides: list[str] | None = None):
     """The set-up data module named by a model card (its dataset, arguments and split); ``data_overrides`` are
-    ``key=value`` strings under ``data.``."""
+    ``key=value`` strings under ``data.``. A run folder's card takes the data section of the run's own
+    ``recipe.yaml``, which keeps the data path as given (the card holds it portable, :mod:`hub.cards`)."""
     from hub.registry import get_dataset_entry
 
-    data = apply_overrides({"data": {"name": card.data["name"], "args": card.data.get("args", {})}},
-                           data_overrides or [])["data"]
+    run_recipe = Path(card.card_dir) / "recipe.yaml" if card.card_dir else None
+    section = parse_yaml(run_recipe.read_text(), str(run_recipe))["data"] if run_recipe and run_recipe.is_file() \
+        else {"name": card.data["name"], "args": card.data.get("args", {})}
+    data = apply_overrides({"data": section}, data_overrides or [])["data"]
     entry = get_dataset_entry(data["name"])
     datamodule = entry.builder(**check_builder_args(entry.builder, data["args"], "data.args"))
     datamodule.setup("test")

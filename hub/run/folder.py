@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import yaml
 
-from hub.cards import PretrainedCfg, portable_recipe, write_card
+from hub.cards import PretrainedCfg, portable_data, portable_recipe, write_card
 from hub.errors import TrainingError
 from hub.io import atomic_write_bytes
 from hub.plotting import save_figure
@@ -78,16 +78,17 @@ def plot_curves(rows: list[dict[str, float]], path: Path) -> None:
 def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes, name: str,
               metrics: dict[str, float], recipe_path: str | None, overrides: list[str] | None = None) -> PretrainedCfg:
     """The draft card of a run: its recipe as the recipe file, the overrides and the resolved recipe, without
-    the run's output folder (:func:`hub.cards.portable_recipe`); the data module's names of its outputs."""
+    the run's output folder (:func:`hub.cards.portable_recipe`); the data module's names of its outputs. Data paths
+    are made portable (:func:`hub.cards.portable_data_path`); the run's ``recipe.yaml`` keeps them as given."""
     return PretrainedCfg(
         name=name, sha256=sha256_bytes(weights), num_bytes=len(weights), file="model.safetensors",
         task=get_model_entry(recipe.model.name).task,
         model_args={**recipe.model.args, **{k: v for k, v in datamodule.model_args().items()
                                             if k in get_model_entry(recipe.model.name).arg_names()}},
-        input_spec=datamodule.input_spec, label_names=list(datamodule.label_names),
+        input_spec=portable_data(datamodule.input_spec), label_names=list(datamodule.label_names),
         output_names=list(datamodule.output_names),
         num_params=sum(p.numel() for p in model.parameters()),
-        data={"name": recipe.data.name, "args": recipe.data.args, **datamodule.info},
+        data=portable_data({"name": recipe.data.name, "args": recipe.data.args, **datamodule.info}),
         recipe=portable_recipe({"path": recipe_path, "overrides": list(overrides or []), "resolved": recipe.to_dict()}),
         metrics={k: {"mean": v, "std": 0.0, "n": 1, "values": [v]} for k, v in metrics.items()},
     )

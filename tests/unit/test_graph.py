@@ -168,11 +168,14 @@ def write_graph(root: Path, nodes: list[list], edges: list[list], header=("id", 
     return root
 
 
-def generated_graph(root: Path, num_nodes: int = 60, num_classes: int = 3, unlabelled: int = 6) -> Path:
-    """Nodes of a class share a feature mean and link mostly inside their class."""
+def generated_graph(root: Path, num_nodes: int = 60, num_classes: int = 3, unlabelled: int = 6,
+                    non_negative: bool = False) -> Path:
+    """Nodes of a class share a feature mean and link mostly inside their class; the features are signed, or
+    their absolute values when ``non_negative`` (like counts)."""
     generator = torch.Generator().manual_seed(0)
     labels = torch.arange(num_nodes) % num_classes
     feats = F.one_hot(labels, num_classes).float() + 0.3 * torch.randn(num_nodes, num_classes, generator=generator)
+    feats = feats.abs() if non_negative else feats
     nodes = [[f"n{i}", *[f"{v:.3f}" for v in feats[i].tolist()], "" if i < unlabelled else f"c{labels[i]}"]
              for i in range(num_nodes)]
     edges = [[f"n{i}", f"n{j}"] for i in range(num_nodes) for j in range(i + 1, num_nodes)
@@ -296,6 +299,71 @@ def test_cli_finetune_bare_family_on_a_user_graph_with_its_baseline(tmp_path, ca
     rows = list(csv.DictReader(open(run / summary["baseline"]["predictions"])))
     assert [r["id"] for r in rows] == [f"n{i}" for i in range(60) if split_of(i) == "test"]
     assert hub.model_card(str(run)).model_args["in_channels"] == 3
+
+
+def test_user_graph_features_are_row_normalised_when_non_negative(tmp_path):
+    from graph.data import graph_folder
+    from graph.io import read_graph_folder
+
+    for non_negative in (False, True):
+        root = generated_graph(tmp_path / str(non_negative), non_negative=non_negative)
+        raw = read_graph_folder(root)[0].x
+        assert bool((raw < 0).any()) is not non_negative
+        data = graph_folder(str(root))  # normalize="auto"
+        data.setup("fit")
+        assert data.input_spec["normalize"] is non_negative
+        torch.testing.assert_close(data.graph.x, raw / raw.sum(1, keepdim=True) if non_negative else raw)
+    forced = graph_folder(str(root), normalize=False)  # the non-negative one, left as given
+    forced.setup("fit")
+    assert forced.input_spec["normalize"] is False
+    torch.testing.assert_close(forced.graph.x, raw)
+    with pytest.raises(DataError, match=r"normalize='yes'; expected true, false or 'auto'"):
+        graph_folder(str(root), normalize="yes").setup("fit")
+
+
+def test_finetune_from_scratch_records_the_normalisation_and_predict_applies_it(tmp_path, capsys):
+    from graph.io import node_features, read_graph_folder
+    from hub.cli import main
+    from hub.kinds import predict_logits
+
+    root = generated_graph(tmp_path / "counts", non_negative=True)
+    runs = {}
+    for override in ([], ["data.args.normalize=false"]):
+        assert main(["finetune", "gat", "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+                     "trainer.max_epochs=3", "trainer.accelerator=cpu", *override]) == 0
+        runs[bool(override)] = capsys.readouterr().out.split("run folder: ")[1].split()[0]
+    assert hub.model_card(runs[True]).input_spec["normalize"] is False  # data.args.normalize=false kept
+    card, model = hub.model_card(runs[False]), hub.load(runs[False]).eval()
+    assert card.input_spec["normalize"] is True
+    graph = read_graph_folder(root)[0]
+    names, logits = next(predict_logits(card, model, [str(root)], batch_size=100))
+    assert names == [f"n{i}" for i in range(6)]
+    with torch.no_grad():
+        normalised = model(node_features(graph.x, True), graph.edge_index)[:6]
+        as_given = model(node_features(graph.x, False), graph.edge_index)[:6]
+    torch.testing.assert_close(logits, normalised)
+    assert not torch.allclose(logits, as_given, atol=1e-3)
+
+
+def test_finetune_with_an_absolute_data_path_writes_no_machine_path_in_the_card(tmp_path, capsys, monkeypatch):
+    from hub.cards import absolute_paths
+    from hub.cli import main
+    from hub.recipe import card_data
+
+    root = generated_graph(tmp_path / "data" / "counts", non_negative=True)
+    (tmp_path / "work").mkdir()
+    for cwd, recorded in ((tmp_path / "work", "<data>/counts"), (tmp_path / "data", "counts")):
+        monkeypatch.chdir(cwd)  # the data outside the working folder, then under it
+        assert main(["finetune", "gat", "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+                     "trainer.max_epochs=1", "trainer.accelerator=cpu"]) == 0
+        run = Path(capsys.readouterr().out.split("run folder: ")[1].split()[0])
+        text = (run / "card.json").read_text()
+        assert str(tmp_path) not in text and absolute_paths(json.loads(text)) == []
+        card = hub.model_card(str(run))
+        assert card.data["args"]["root"] == card.recipe["resolved"]["data"]["args"]["root"] == recorded
+        assert card.data["source"] == recorded
+        assert str(root) in (run / "recipe.yaml").read_text()  # the run's own recipe keeps the path given
+        assert card_data(card).ids[:2] == ["n0", "n1"]  # read through it
 
 
 def test_graph_classifier_from_scratch_on_user_data_is_refused_naming_what_it_needs(tmp_path, capsys):

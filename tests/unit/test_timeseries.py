@@ -297,6 +297,9 @@ def test_cli_trains_a_rul_family_from_scratch_on_any_sensor_names(tmp_path, caps
     card = hub.model_card(str(run))
     assert card.input_spec["sensors"] == ["temp_a", "pressure_b", "vib c"] and card.model_args["num_sensors"] == 3
     assert card.data["constant_sensors_dropped"] == ["flat"]
+    trainer = card.recipe["resolved"]["trainer"]  # the FD001 recipe's fixed schedule, its last epoch tested
+    assert trainer["test_checkpoint"] == "last" and trainer["early_stopping"]["patience"] is None
+    assert card.model_args["dropout"] == 0.0
     kept = json.loads((run / "metrics.json").read_text())["baseline"]
     assert kept["name"] == "HistGradientBoosting on window statistics" and kept["metric"] == "test/rmse"
     assert list(kept["test"]) == ["test/rmse", "test/mae", "test/score"]
@@ -343,10 +346,10 @@ def test_cli_trains_a_traffic_family_from_scratch_with_its_baseline(tmp_path, ca
 
     from hub.cards import absolute_paths
 
-    monkeypatch.chdir(tmp_path)  # the folder named relatively, as the card then holds it
-    _traffic_folder(tmp_path / "t")
-    assert main(["finetune", "traffic_gru", "--data", "t", "--output-dir", "runs", "trainer.max_epochs=1",
-                 "trainer.accelerator=cpu", "--no-progress"]) == 0
+    monkeypatch.chdir(tmp_path)  # the folder named by its absolute path under the working folder: the card holds
+    _traffic_folder(tmp_path / "t")  # it relative (hub.cards.portable_data_path)
+    assert main(["finetune", "traffic_gru", "--data", str(tmp_path / "t"), "--output-dir", "runs",
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
     out = capsys.readouterr().out
     run = Path(out.split("run folder: ")[1].split()[0])
     kept = json.loads((run / "metrics.json").read_text())["baseline"]
