@@ -239,12 +239,12 @@ def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker
          freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
          pretext: bool = False, lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
          trim_db: float | None = None, warp: float = 0.0, digits: list[int] | None = None) -> FSDDData:
-    """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``digits`` keeps those digits' clips
-    alone (default all ten; labels in the list's order); ``pretext`` drops the labels;
+    """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
     ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`; ``lifter`` smooths the log-mels along frequency
     (:func:`audio.features.log_mel`); ``trim_db`` trims quiet leading/trailing frames
     (:func:`audio.features.trim_silence`); ``time_fit`` cuts/pads or stretches clips to ``target_frames``
-    (:func:`audio.features.fit_frames`)."""
+    (:func:`audio.features.fit_frames`); ``digits`` keeps those digits' clips alone (default all ten; labelled in
+    the list's order, :class:`FSDDData`)."""
     return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, digits, batch_size=batch_size,
                     num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
                     augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), pretext=pretext,
