@@ -195,16 +195,23 @@ def find_fsdd() -> Path:
 
 class FSDDData(SpectrogramData):
     """FSDD (Jackson et al.): 3000 clips of spoken digits, 6 speakers; ``test_speaker``'s 500 clips are the
-    test set, validation is a stratified part of the other five speakers' clips."""
+    test set, validation is a stratified part of the other five speakers' clips. ``digits`` keeps the clips of
+    those digits alone (every split), labelled by their place in the list, with the digits as label names."""
 
-    def __init__(self, test_speaker: str, val_fraction: float, split_seed: int, label_fraction: float, **kwargs):
+    def __init__(self, test_speaker: str, val_fraction: float, split_seed: int, label_fraction: float,
+                 digits: list[int] | None = None, **kwargs):
         super().__init__(**kwargs)
         if test_speaker not in FSDD_SPEAKERS:
             raise DataError(f"unknown FSDD speaker {test_speaker!r}; expected one of {FSDD_SPEAKERS}")
         if not 0 < label_fraction <= 1:
             raise DataError(f"label_fraction must be in (0, 1], got {label_fraction}")
+        digits = list(range(10)) if digits is None else digits
+        if (not isinstance(digits, (list, tuple)) or len(digits) < 2 or len(set(digits)) != len(digits)
+                or not all(type(d) is int and 0 <= d <= 9 for d in digits)):
+            raise DataError(f"digits must be a list of at least two distinct FSDD digits (integers 0-9), got "
+                            f"{digits!r}")
         self.test_speaker, self.val_fraction, self.split_seed = test_speaker, val_fraction, split_seed
-        self.label_fraction = label_fraction
+        self.label_fraction, self.digits = label_fraction, list(digits)
 
     def split_items(self):
         root = find_fsdd()
@@ -212,17 +219,19 @@ class FSDDData(SpectrogramData):
         if len(files) != 3000:
             raise DataError(f"expected the 3000 FSDD recordings in {root / 'recordings'}, found {len(files)}")
         parsed = [(f, int(f.name.split("_")[0]), f.name.split("_")[1]) for f in files]  # digit_speaker_index.wav
+        label = {digit: i for i, digit in enumerate(self.digits)}
+        parsed = [(f, label[d], s) for f, d, s in parsed if d in label]
         test = [(f, d) for f, d, s in parsed if s == self.test_speaker]
         rest = [(f, d, s) for f, d, s in parsed if s != self.test_speaker]
-        strata = np.array([d * 10 + FSDD_SPEAKERS.index(s) for _, d, s in rest])  # digit x speaker
+        strata = np.array([d * 10 + FSDD_SPEAKERS.index(s) for _, d, s in rest])  # label x speaker
         train_idx, val_idx = stratified_split(strata, (1 - self.val_fraction, self.val_fraction), self.split_seed)
         if self.label_fraction < 1:  # a labelled subset, stratified the same way
             train_idx = train_idx[stratified_split(strata[train_idx], (self.label_fraction, 1 - self.label_fraction),
                                                    self.split_seed)[0]]
         pick = lambda idx: [(rest[i][0], rest[i][1]) for i in idx]  # noqa: E731
         self.info.update({"source": f"Free Spoken Digit Dataset, commit {FSDD_COMMIT}",
-                          "license": "CC BY-SA 4.0", "test_speaker": self.test_speaker})
-        return {"train": pick(train_idx), "val": pick(val_idx), "test": test}, [str(d) for d in range(10)]
+                          "license": "CC BY-SA 4.0", "test_speaker": self.test_speaker, "digits": self.digits})
+        return {"train": pick(train_idx), "val": pick(val_idx), "test": test}, [str(d) for d in self.digits]
 
 
 def _augment(freq_mask: int, time_mask: int, time_shift: int, noise: float, mixup: float, tilt: float,
@@ -238,13 +247,14 @@ def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker
          val_fraction: float = 0.1, split_seed: int = 0, label_fraction: float = 1.0, target_frames: int = 100,
          freq_mask: int = 0, time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0,
          pretext: bool = False, lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
-         trim_db: float | None = None, warp: float = 0.0) -> FSDDData:
+         trim_db: float | None = None, warp: float = 0.0, digits: list[int] | None = None) -> FSDDData:
     """Free Spoken Digit Dataset at 16 kHz, one speaker held out for test; ``pretext`` drops the labels;
     ``tilt`` and ``warp`` as in :class:`SpectrogramAugment`; ``lifter`` smooths the log-mels along frequency
     (:func:`audio.features.log_mel`); ``trim_db`` trims quiet leading/trailing frames
     (:func:`audio.features.trim_silence`); ``time_fit`` cuts/pads or stretches clips to ``target_frames``
-    (:func:`audio.features.fit_frames`)."""
-    return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, batch_size=batch_size,
+    (:func:`audio.features.fit_frames`); ``digits`` keeps those digits' clips alone (default all ten; labelled in
+    the list's order, :class:`FSDDData`)."""
+    return FSDDData(test_speaker, val_fraction, split_seed, label_fraction, digits, batch_size=batch_size,
                     num_workers=num_workers, seed=seed, target_frames=target_frames, mean=None, std=None,
                     augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), pretext=pretext,
                     lifter=lifter, time_fit=time_fit, trim_db=trim_db)

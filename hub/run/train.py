@@ -66,7 +66,7 @@ def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
         args[name] = value
     fresh: set[str] = set()
     if recipe.model.init_from:
-        model, fresh = _init_from(recipe.model.init_from, recipe.model.name, args)
+        model, fresh = _init_from(recipe.model.init_from, recipe.model.name, args, datamodule.label_names)
         model.train()
     else:
         model = create_model(recipe.model.name, **args)
@@ -87,23 +87,38 @@ def freeze_backbone(model: torch.nn.Module, classifier: str | None, family: str,
                           f"(classifier prefix {classifier!r}); fine-tune it whole instead")
 
 
-def _init_from(name: str, family: str, args: dict[str, Any]) -> tuple[torch.nn.Module, set[str]]:
+def _init_from(name: str, family: str, args: dict[str, Any],
+               label_names: list[str]) -> tuple[torch.nn.Module, set[str]]:
     """Start from pretrained weights; returns the model and the names of the tensors trained fresh. When the data
     changes another dimension than ``num_classes`` (e.g. ``in_channels``: a graph with other node features), the
-    tensors that no longer fit are trained fresh (a new ``num_classes`` re-initialises the classifier)."""
+    tensors that no longer fit are trained fresh (a new ``num_classes`` re-initialises the classifier). So is the
+    classifier when the data's ``label_names`` are as many as the card's but others (FSDD digits 5-9 after a run on
+    digits 0-4): its rows would score classes they never learnt."""
     from hub.models import create_model, load, model_card
 
-    card_args = model_card(name).model_args
+    card = model_card(name)
+    card_args = card.model_args
     changed = sorted(k for k, v in args.items() if k != "num_classes" and k in card_args and card_args[k] != v)
-    if not changed:
+    relabelled = (args.get("num_classes") == card_args.get("num_classes") and bool(card.label_names)
+                  and bool(label_names) and list(label_names) != list(card.label_names))
+    if not changed and not relabelled:
         return load(name, **args), set()
     pretrained = load(name).state_dict()  # verified against the card's sha256
     model = create_model(family, **args)
     own = model.state_dict()
-    kept = {k: v for k, v in pretrained.items() if k in own and own[k].shape == v.shape}
+    classifier = get_model_entry(family).classifier if relabelled else None
+    if relabelled and classifier is None:
+        raise RecipeError(f"{name} was trained on classes {card.label_names}, the data has {list(label_names)}, and "
+                          f"{family} has no classifier to train fresh for them")
+    kept = {k: v for k, v in pretrained.items() if k in own and own[k].shape == v.shape
+            and not (classifier is not None and (k + ".").startswith(classifier + "."))}
     model.load_state_dict(kept, strict=False)
-    log.warning("%s: %s differ from the card's %s; trained fresh: %s", name,
-                {k: args[k] for k in changed}, {k: card_args[k] for k in changed}, sorted(set(own) - set(kept)))
+    if changed:
+        log.warning("%s: %s differ from the card's %s; trained fresh: %s", name,
+                    {k: args[k] for k in changed}, {k: card_args[k] for k in changed}, sorted(set(own) - set(kept)))
+    if relabelled:
+        log.warning("%s: trained on classes %s, the data has %s; classifier '%s' trained fresh", name,
+                    card.label_names, list(label_names), classifier)
     return model, set(own) - set(kept)
 
 

@@ -19,6 +19,21 @@ def test_fsdd_split_holds_one_speaker_out():
         get_dataset_entry("fsdd").builder(test_speaker="bob")
 
 
+def test_fsdd_digits_keeps_those_digits_in_every_split_labelled_in_list_order():
+    """``digits=[7, 2]``: only sevens and twos, label 0 the sevens, theo's 100 clips of them the test set."""
+    from hub.registry import get_dataset_entry
+
+    data = get_dataset_entry("fsdd").builder(digits=[7, 2])
+    splits, classes = data.split_items()  # files and labels only: no spectrogram is computed
+    assert classes == ["7", "2"]
+    assert [len(splits[s]) for s in ("train", "val", "test")] == [450, 50, 100]
+    for name, items in splits.items():
+        assert all(path.name.split("_")[0] == classes[label] for path, label in items), name
+        assert sorted({label for _, label in items}) == [0, 1]
+    assert all(path.name.split("_")[1] == "theo" for path, _ in splits["test"])
+    assert not any(path.name.split("_")[1] == "theo" for path, _ in splits["train"] + splits["val"])
+
+
 @pytest.mark.parametrize("name", hub.list_models(domain="audio", pretrained=True))
 def test_shipped_weights_reproduce_their_card(name):
     """Every shipped audio tag loads (sha256 checked) and scores its first seed's test accuracy on FSDD."""

@@ -1,4 +1,5 @@
 """Audio: AST/SSAST/timbre shapes, gradients, overfit, DeiT adaptation; fbank pipeline; bad audio; data; weights."""
+import re
 from pathlib import Path
 
 import numpy as np
@@ -313,6 +314,14 @@ def test_spectrogram_explanations_and_overlay(tmp_path):
     save_spectrogram_overlay(x[0], maps[0], tmp_path / "overlay.png", "test")
     assert (tmp_path / "overlay.png").stat().st_size > 1000
 
+
+@pytest.mark.parametrize("bad", [[3], [1, 1], [2, 10], [-1, 4], [0, 1.0], [True, 2], "01234"])
+def test_fsdd_digits_must_be_two_or_more_distinct_digits(bad):
+    from hub.registry import get_dataset_entry
+
+    with pytest.raises(DataError, match=r"digits must be a list of at least two distinct FSDD digits \(integers "
+                                        r"0-9\), got " + re.escape(repr(bad))):
+        get_dataset_entry("fsdd").builder(digits=bad)  # refused before any file is read
 
 @pytest.mark.slow
 def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):

@@ -346,3 +346,18 @@ def test_freeze_backbone_leaves_the_classifier_and_fresh_tensors_trainable():
     assert trainable == ["head.bias", "head.weight", "patch_embed.proj.weight"]
     with pytest.raises(RecipeError, match="no classifier parameters"):
         freeze_backbone(model, None, "vit_digits")
+
+
+def test_init_from_trains_the_classifier_fresh_for_as_many_classes_under_other_names():
+    """Fine-tuning vit_digits.sklearn (digits 0-9) on ten other classes must not start from rows scoring digits;
+    on the same ten classes the whole model, head included, starts from the card's weights."""
+    from hub.run.train import _init_from
+
+    card = hub.model_card("vit_digits.sklearn")
+    pretrained = hub.load(card.name).state_dict()
+    same, fresh = _init_from(card.name, card.family, dict(card.model_args), card.label_names)
+    assert fresh == set() and all(torch.equal(v, pretrained[k]) for k, v in same.state_dict().items())
+    other, fresh = _init_from(card.name, card.family, dict(card.model_args), [f"kind_{n}" for n in card.label_names])
+    assert fresh == {"head.weight", "head.bias"}
+    assert all(torch.equal(v, pretrained[k]) for k, v in other.state_dict().items() if not k.startswith("head."))
+    assert not torch.equal(other.state_dict()["head.weight"], pretrained["head.weight"])
