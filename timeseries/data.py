@@ -82,7 +82,14 @@ from hub.data import HubDataModule, data_dir, dataset_file
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import read_verified
-from timeseries.io import _unit_files, read_adjacency_csv, read_speed_csv, read_unit_columns, read_unit_csv
+from timeseries.io import (
+    _unit_files,
+    read_adjacency_csv,
+    read_speed_csv,
+    read_unit_columns,
+    read_unit_csv,
+    road_neighbours,
+)
 
 log = logging.getLogger("hub")
 
@@ -349,7 +356,8 @@ class TrafficSeriesData(HubDataModule):
         self.steps_per_day = max(1, round(86400 / step_seconds))
         self.time_slot = np.round(time_of_day * 86400 / step_seconds).astype(np.int64) % self.steps_per_day
         self.input_spec = {"kind": "traffic_series", "input_steps": self.input_steps, "output_steps": self.output_steps,
-                           "num_nodes": speed.shape[1], "graph": self.graph, "mean": self.mean, "std": self.std,
+                           "num_nodes": speed.shape[1], "mean": self.mean, "std": self.std,
+                           "graph": self.graph if isinstance(self.graph, str) else "adjacency.csv",
                            **info.pop("spec", {})}
         self.info = {**info, "samples": [len(v) for v in parts.values()]}
         self.output_names = forecast_output_names(self.output_steps, step_seconds)
@@ -443,9 +451,8 @@ class TrafficCSVData(TrafficSeriesData):
         if self.expect_num_nodes is not None and len(ids) != self.expect_num_nodes:
             raise DataError(f"{self.root / 'speeds.csv'} has {len(ids)} sensors but the model takes "
                             f"{self.expect_num_nodes}")
-        adjacency_path = self.root / "adjacency.csv"
-        read_adjacency_csv(adjacency_path, ids)  # checked now, before any training
-        return speed, time_of_day, adjacency_path.as_posix(), {
+        adjacency = read_adjacency_csv(self.root / "adjacency.csv", ids)  # checked now, before any training
+        return speed, time_of_day, road_neighbours(adjacency), {
             "source": str(self.root), "license": "the user's data", "spec": {"sensors": ids}}
 
 

@@ -93,9 +93,26 @@ def read_adjacency_csv(path: str | Path, ids: list[str] | None = None) -> np.nda
     return check_adjacency(adjacency, len(ids) if ids is not None else len(adjacency), str(path))
 
 
-def road_graph(name: str) -> np.ndarray:
-    """The (N, N) weighted road adjacency of ``los_loop`` (207), ``metr_la`` (207) or ``pems_bay`` (325),
-    or of a user's adjacency CSV given by its path (:func:`read_adjacency_csv`)."""
+def road_neighbours(adjacency: np.ndarray) -> dict[str, list[list[int]]]:
+    """``{"neighbours": [[j, ...] per sensor i]}``: who neighbours whom in an (N, N) ``adjacency`` (nonzero weights).
+    How a user's road graph travels in a model card (TESTAM reads only who neighbours whom): the card then needs no
+    path of the machine that read the CSV, and the run loads anywhere."""
+    return {"neighbours": [np.flatnonzero(row).tolist() for row in adjacency]}
+
+
+def road_graph(name: str | dict[str, list[list[int]]]) -> np.ndarray:
+    """The (N, N) weighted road adjacency of ``los_loop`` (207), ``metr_la`` (207) or ``pems_bay`` (325), of a
+    user's adjacency CSV given by its path (:func:`read_adjacency_csv`), or the 0/1 adjacency of a user's graph as
+    a card holds it (:func:`road_neighbours`)."""
+    if isinstance(name, dict):
+        neighbours = name.get("neighbours")
+        if not isinstance(neighbours, list) or not all(isinstance(row, list) for row in neighbours):
+            raise DataError(f"a road graph given as a dict needs 'neighbours': one list of sensor indices per "
+                            f"sensor; got keys {sorted(name)}")
+        adjacency = np.zeros((len(neighbours), len(neighbours)), dtype=np.float32)
+        for i, row in enumerate(neighbours):
+            adjacency[i, row] = 1.0
+        return adjacency
     if name.endswith(".csv"):
         return read_adjacency_csv(name)
     if name not in GRAPH_FILES:

@@ -251,7 +251,12 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
                       f"output_dir: {tmp_path / 'runs'}\n")
     run = train(str(recipe), progress=False)
     card = hub.model_card(str(run))
-    assert card.model_args["graph"] == (root / "adjacency.csv").as_posix() and card.input_spec["sensors"][0] == "s0"
+    assert card.input_spec["sensors"][0] == "s0" and card.input_spec["graph"] == "adjacency.csv"
+    from hub.cards import absolute_paths, read_card
+    from timeseries.io import read_adjacency_csv, road_graph  # the card carries who neighbours whom, not a path
+
+    assert (road_graph(card.model_args["graph"]) == (read_adjacency_csv(root / "adjacency.csv") != 0)).all()
+    assert absolute_paths(read_card(run / "card.json").to_dict()) == []  # though the folder was given absolute
     other = _traffic_folder(tmp_path / "other", steps=4 * 288)
     assert main(["finetune", str(run), "--data", str(other), "trainer.max_epochs=1", "trainer.limit_train_batches=2",
                  "--output-dir", str(tmp_path / "ft"), "--no-progress"]) == 0
@@ -361,7 +366,7 @@ def test_cli_trains_a_traffic_family_from_scratch_with_its_baseline(tmp_path, ca
     samples = json.loads((run / "card.json").read_text())["data"]["samples"]
     assert len(rows) == samples[2] * 4 and list(rows[0])[:3] == ["row", "sensor", "speed_5min"]
     card = json.loads((run / "card.json").read_text())
-    assert card["input_spec"]["graph"] == "t/adjacency.csv" and absolute_paths(card) == []
+    assert card["input_spec"]["graph"] == "adjacency.csv" and absolute_paths(card) == []
 
 
 def test_traffic_baseline_picks_the_historical_average_on_a_daily_cycle(tmp_path):

@@ -162,10 +162,11 @@ class TESTAM(nn.Module):
 
 
 @register_model(task="traffic-forecast", classifier="head")
-def testam(num_nodes: int = 207, graph: str = "los_loop", input_steps: int = 12, output_steps: int = 12,
+def testam(num_nodes: int = 207, graph: str | dict = "los_loop", input_steps: int = 12, output_steps: int = 12,
            dim: int = 16, num_heads: int = 2, speed_mean: float = 0.0, speed_std: float = 1.0) -> TESTAM:
     """TESTAM traffic mixture of experts (temporal / static-graph / dynamic-graph attention experts)."""
     adjacency = torch.from_numpy(road_graph(graph)) if graph else torch.zeros(num_nodes, num_nodes)
     if adjacency.shape != (num_nodes, num_nodes):
-        raise DataError(f"graph {graph!r} has {adjacency.shape[0]} nodes but num_nodes={num_nodes}")
+        name = repr(graph) if isinstance(graph, str) else "the road graph of neighbour lists"
+        raise DataError(f"graph {name} has {adjacency.shape[0]} nodes but num_nodes={num_nodes}")
     return TESTAM(num_nodes, adjacency, input_steps, output_steps, dim, num_heads, speed_mean, speed_std)
