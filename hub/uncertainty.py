@@ -23,8 +23,8 @@ validation split at the end of training (:func:`fit_run`) or later on a run fold
   88.7%: FD001's validation split is 5 engines, whose errors vary by engine more than by bin, so its half widths
   rest on five engines). Binning the predicted value, which ``predict`` has for every item, needs nothing of the
   inputs; a normalised score (a bin's mean training residual as the difficulty, Papadopoulos et al. 2008) covered
-  FD001's test split less (84.2%). With fewer than ``2 *
-  MIN_BIN_POINTS`` validation points an output has one bin: plain split conformal. The card keeps, per output, the
+  FD001's test split less (84.2%). With fewer than ``2 * MIN_BIN_POINTS`` validation points an output has one
+  bin: plain split conformal. The card keeps, per output, the
   interior ``bin_edges`` (in the target's units) and per level of :data:`LEVELS` one half width per bin
   (``half_width[level][output][bin]``); ``predict`` writes ``<output>_lower_90`` and ``<output>_upper_90`` beside
   each output from its bin's half width (``--interval-level`` picks another stored level; an older card's single
