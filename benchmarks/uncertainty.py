@@ -289,6 +289,8 @@ def calibration_row(tag: str, model, data) -> str:
     conformal = calibration.get("conformal", {})
     if "half_width" not in conformal:
         return f"| {tag} | none: {conformal.get('skipped', 'no outputs to calibrate')} | - | - | - | - | - | - |"
+    if conformal.get("fitted_on", "validation split") != "validation split":
+        source += " (cross-fitted residuals, `hub/cross_conformal.py`)"
     return (f"| {tag} | {conformal['method'].split(',')[0]}, {len(conformal['outputs'])} outputs | - | - | - | "
             f"{conformal['test_coverage']['0.9']:.1%} | {conformal['test_mean_width']['0.9']:.2f} | {source} |")
 
@@ -336,7 +338,9 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
              "Classifiers: temperature scaling fitted on the validation split; expected calibration error (15 "
              "equal-width bins) and NLL before / after dividing the logits by the temperature. Regressions: 90% "
              "Mondrian split conformal intervals (per output, half widths from the validation residuals in up to "
-             f"{uncertainty.MAX_BINS} bins of the predicted value, `hub/uncertainty.py`); coverage and mean width "
+             f"{uncertainty.MAX_BINS} bins of the predicted value, `hub/uncertainty.py`; rul_attention.fd001's from "
+             "the residuals of four more runs of its recipe on 25% of the engines each, as its validation split "
+             "holds 5 engines, `hub/cross_conformal.py`); coverage and mean width "
              "(in the target's units: cycles of RUL, mph) on the test split, over every output and sensor. "
              "Source: the card's `calibration`, or fitted by this script when the card holds no figures (the card "
              "is not changed).", "",

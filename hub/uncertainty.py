@@ -6,31 +6,31 @@ validation split at the end of training (:func:`fit_run`) or later on a run fold
   stays): temperature scaling (:func:`hub.calibration.fit_temperature`); the card keeps ``temperature``, which
   ``predict`` divides the logits by; NLL and expected calibration error before and after, on the validation and
   test splits.
-- Regression and forecasts (named outputs with a target in the same units: RUL, traffic speeds, a table's
-  target): Mondrian split conformal prediction in bins of the predicted value (Vovk et al., "Algorithmic Learning
-  in a Random World", 2005, ch. 4.5; Bostrom et al., "Mondrian conformal regressors", COPA 2020; split conformal:
-  Lei et al., "Distribution-Free Predictive Inference for Regression", JASA 2018). Per output column (a forecast
-  horizon), the validation predictions are cut into up to :data:`MAX_BINS` bins of equal counts, each of at least
+- Regression and forecasts (named outputs with a target in the same units: RUL, traffic speeds, a table's target):
+  Mondrian split conformal prediction in bins of the predicted value (Vovk et al., "Algorithmic Learning in a Random
+  World", 2005, ch. 4.5; Bostrom et al., "Mondrian conformal regressors", COPA 2020; split conformal: Lei et al.,
+  "Distribution-Free Predictive Inference for Regression", JASA 2018). Per output column (a forecast horizon), the
+  validation predictions are cut into up to :data:`MAX_BINS` bins of equal counts, each of at least
   :data:`MIN_BIN_POINTS` points (:func:`prediction_bin_edges`); a bin's half width at level ``1 - alpha`` is the
-  ``ceil((n + 1)(1 - alpha))``-th smallest of its ``n`` absolute residuals (:func:`conformal_half_width`): for a
-  fresh point exchangeable with the bin's points, ``P(|y - prediction| <= half width) >= 1 - alpha`` holds within
-  its bin, so whatever the share of each bin among the points predicted later. Why bins: the errors grow with the
-  predicted value's difficulty (RUL far from failure, traffic speeds in congestion), and the test splits mix the
-  bins differently from the validation split (C-MAPSS validation takes every window of held-out engines, a third
-  of them at the RUL cap where errors are small, while its test split takes one last window per truncated engine;
-  Los-loop's test follows its validation in time, with more congestion), so one pooled half width, right on
-  average over the validation mix, under-covered the test splits (86.6% and 86.3% at 90%; with the bins 86.5% and
-  88.7%: FD001's validation split is 5 engines, whose errors vary by engine more than by bin, so its half widths
-  rest on five engines). Binning the predicted value, which ``predict`` has for every item, needs nothing of the
-  inputs; a normalised score (a bin's mean training residual as the difficulty, Papadopoulos et al. 2008) covered
-  FD001's test split less (84.2%). With fewer than ``2 * MIN_BIN_POINTS`` validation points an output has one
-  bin: plain split conformal. The card keeps, per output, the
-  interior ``bin_edges`` (in the target's units) and per level of :data:`LEVELS` one half width per bin
-  (``half_width[level][output][bin]``); ``predict`` writes ``<output>_lower_90`` and ``<output>_upper_90`` beside
-  each output from its bin's half width (``--interval-level`` picks another stored level; an older card's single
-  half width per output is one bin). Written here, a sort and an index, because MAPIE and crepes wrap scikit-learn
-  style estimators that they fit themselves, while here the model is trained already and only its predictions and
-  residuals on the validation split are needed.
+  ``ceil((n + 1)(1 - alpha))``-th smallest of its ``n`` absolute residuals (:func:`conformal_half_width`): for a fresh
+  point exchangeable with the bin's points, ``P(|y - prediction| <= half width) >= 1 - alpha`` holds within its bin,
+  so whatever the share of each bin among the points predicted later. Why bins: the errors grow with the predicted
+  value's difficulty (RUL far from failure, traffic speeds in congestion), and the test splits mix the bins
+  differently from the validation split (C-MAPSS validation takes every window of held-out engines, a third of them at
+  the RUL cap where errors are small, while its test split takes one last window per truncated engine; Los-loop's test
+  follows its validation in time, with more congestion), so one pooled half width, right on average over the
+  validation mix, under-covered the test splits (86.6% and 86.3% at 90%; with the bins 86.5% and 88.7%: FD001's
+  validation split is 5 engines, whose errors vary by engine more than by bin, so its half widths rested on five
+  engines; its card's are now fitted on the held-out engines of four more runs of its recipe,
+  :mod:`hub.cross_conformal`: 89.9%). Binning the predicted value, which ``predict`` has for every item, needs nothing
+  of the inputs; a normalised score (a bin's mean training residual as the difficulty, Papadopoulos et al. 2008)
+  covered FD001's test split less (84.2%). With fewer than ``2 * MIN_BIN_POINTS`` validation points an output has one
+  bin: plain split conformal. The card keeps, per output, the interior ``bin_edges`` (in the target's units) and per
+  level of :data:`LEVELS` one half width per bin (``half_width[level][output][bin]``); ``predict`` writes
+  ``<output>_lower_90`` and ``<output>_upper_90`` beside each output from its bin's half width (``--interval-level``
+  picks another stored level; an older card's single half width per output is one bin). Written here, a sort and an
+  index, because MAPIE and crepes wrap scikit-learn style estimators that they fit themselves, while here the model is
+  trained already and only its predictions and residuals on the validation split are needed.
 - Survival risks are skipped: a Cox model's risk is a log hazard ratio, a relative score whose target (a time and
   an event indicator, censored) is not in its units, so an absolute residual means nothing.
 
@@ -123,12 +123,12 @@ def output_residuals(outputs: torch.Tensor, targets: torch.Tensor, count: int,
 
 def fit_intervals(val: list[tuple[np.ndarray, np.ndarray]], test: list[tuple[np.ndarray, np.ndarray]],
                   names: list[str], scale: float = 1.0, shift: float = 0.0,
-                  levels: tuple[float, ...] = LEVELS) -> dict[str, Any]:
+                  levels: tuple[float, ...] = LEVELS, fitted_on: str = "validation split") -> dict[str, Any]:
     """The ``conformal`` entry of a card: per output, the edges of its bins of predicted values and per level one
     half width per bin (:func:`mondrian_half_widths`), from the validation (predictions, absolute residuals)
     ``val`` (one pair per output), with the coverage and mean width on the test pairs ``test``. Residuals and
     widths are multiplied by ``scale`` and the edges mapped by ``scale * edge + shift`` (a standardised target to
-    its units: ``predict`` bins the predictions in the target's units)."""
+    its units: ``predict`` bins the predictions in the target's units); ``fitted_on`` says where ``val`` came from."""
     fewest = min(len(r) for _, r in val)
     fitted = [lv for lv in levels if math.ceil((fewest + 1) * lv) <= fewest]
     if not fitted:
@@ -136,18 +136,26 @@ def fit_intervals(val: list[tuple[np.ndarray, np.ndarray]], test: list[tuple[np.
     edges = [prediction_bin_edges(p) for p, _ in val]
     half_width = {_level_key(lv): [[scale * w for w in mondrian_half_widths(p, r, e, lv)]
                                    for (p, r), e in zip(val, edges)] for lv in fitted}
-    test_widths = {key: [np.asarray(w)[prediction_bins(p, e)] for (p, _), w, e in zip(test, widths, edges)]
-                   for key, widths in half_width.items()}  # per level, per output: each test point's half width
-    covered = {key: [scale * r <= w for (_, r), w in zip(test, widths)] for key, widths in test_widths.items()}
-    return {"method": "Mondrian split conformal, absolute residuals in bins of the predicted value",
-            "outputs": names, "fitted_on": "validation split",
-            "bin_edges": [[scale * x + shift for x in e] for e in edges], "half_width": half_width,
-            "val_points_per_bin": [np.bincount(prediction_bins(p, e), minlength=len(e) + 1).tolist()
-                                   for (p, _), e in zip(val, edges)],
-            "test_points_per_output": [len(r) for _, r in test],
-            "test_coverage": {key: float(np.concatenate(c).mean()) for key, c in covered.items()},
-            "test_coverage_per_output": {key: [float(x.mean()) for x in c] for key, c in covered.items()},
-            "test_mean_width": {key: float(2 * np.concatenate(w).mean()) for key, w in test_widths.items()}}
+    conformal = {"method": "Mondrian split conformal, absolute residuals in bins of the predicted value",
+                 "outputs": names, "fitted_on": fitted_on,
+                 "bin_edges": [[scale * x + shift for x in e] for e in edges], "half_width": half_width,
+                 "val_points_per_bin": [np.bincount(prediction_bins(p, e), minlength=len(e) + 1).tolist()
+                                        for (p, _), e in zip(val, edges)],
+                 "test_points_per_output": [len(r) for _, r in test]}
+    covered = {key: interval_coverage(conformal, test, key, scale, shift) for key in half_width}
+    return {**conformal, "test_coverage": {key: float(np.concatenate(c).mean()) for key, (c, _) in covered.items()},
+            "test_coverage_per_output": {key: [float(x.mean()) for x in c] for key, (c, _) in covered.items()},
+            "test_mean_width": {key: float(2 * np.concatenate(w).mean()) for key, (_, w) in covered.items()}}
+
+
+def interval_coverage(conformal: dict[str, Any], test: list[tuple[np.ndarray, np.ndarray]], level: str,
+                      scale: float = 1.0, shift: float = 0.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per output, whether each test point is covered (n,) and its half width (n,) at ``level`` (a key of
+    ``conformal["half_width"]``, e.g. ``"0.9"``), for the (predictions, absolute residuals) pairs ``test`` in model
+    units, mapped to the target's units by ``scale`` and ``shift`` as :func:`fit_intervals` says."""
+    widths = [np.asarray(w)[prediction_bins(scale * p + shift, np.asarray(e))]
+              for (p, _), w, e in zip(test, conformal["half_width"][level], conformal["bin_edges"])]
+    return [scale * r <= w for (_, r), w in zip(test, widths)], widths
 
 
 def fit_temperature_figures(val_logits: torch.Tensor, val_labels: torch.Tensor, test_logits: torch.Tensor,
@@ -171,7 +179,7 @@ def fit_temperature_figures(val_logits: torch.Tensor, val_labels: torch.Tensor, 
             "val": figures(val_logits, val_labels), "test": figures(test_logits, test_labels)}
 
 
-def _target_units(input_spec: dict[str, Any]) -> tuple[float, float]:
+def target_units(input_spec: dict[str, Any]) -> tuple[float, float]:
     """(scale, shift) that map the data's targets to the target's units (``scale * value + shift``): a table's
     regression target is standardised (its preprocessor's ``target_std`` and ``target_mean``; ``predict`` undoes
     it); other targets are in their own units."""
@@ -182,17 +190,23 @@ def _target_units(input_spec: dict[str, Any]) -> tuple[float, float]:
 
 
 def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "cpu",
-        progress: bool = True) -> dict[str, Any]:
+        progress: bool = True, held_out: tuple[torch.Tensor, torch.Tensor, str] | None = None) -> dict[str, Any]:
     """A card's ``calibration`` for ``model`` on the set-up ``datamodule`` (validation and test splits): a
     classifier's temperature (:func:`fit_temperature_figures`), a regression's ``conformal`` intervals
     (:func:`fit_intervals`), ``{"conformal": {"skipped": why}}`` for named outputs without a target in their
-    units (a survival risk), else nothing."""
+    units (a survival risk), else nothing. ``held_out``: ``(outputs (N, K), targets (N, K), described)`` to fit a
+    regression's intervals on instead of the model's validation split (:mod:`hub.cross_conformal`)."""
     classifier = isinstance(task, ClassificationTask)
     if not classifier and not datamodule.output_names:
         return {}
     model = model.to(device).eval()
-    val_out, _, val_y = _outputs(model, datamodule.val_dataloader(), "val", progress, task if classifier else None,
-                                 device)
+    if held_out is not None and classifier:
+        raise HubError("cross-fitted residuals calibrate a regression's intervals, not a classifier's temperature")
+    if held_out is not None:
+        val_out, val_y = held_out[:2]
+    else:
+        val_out, _, val_y = _outputs(model, datamodule.val_dataloader(), "val", progress, task if classifier else None,
+                                     device)
     test_out, _, test_y = _outputs(model, datamodule.test_dataloader(), "test", progress,
                                    task if classifier else None, device)
     if classifier:
@@ -206,10 +220,12 @@ def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "
     count, missing = len(datamodule.output_names), task.missing_target
     val = output_residuals(val_out, val_y, count, missing)
     test = output_residuals(test_out, test_y, count, missing)
-    return {"conformal": fit_intervals(val, test, list(datamodule.output_names), *_target_units(datamodule.input_spec))}
+    return {"conformal": fit_intervals(val, test, list(datamodule.output_names), *target_units(datamodule.input_spec),
+                                       fitted_on=held_out[2] if held_out else "validation split")}
 
 
-def _with_calibration(card, calibration: dict[str, Any]):
+def with_calibration(card, calibration: dict[str, Any]):
+    """``card`` with ``calibration``'s entries set in its ``calibration`` (the others kept)."""
     return dataclasses.replace(card, calibration={**card.calibration, **calibration}, card_dir="")
 
 
@@ -223,7 +239,7 @@ def fit_run(run_dir: Path, model: torch.nn.Module, datamodule, task, device: str
     calibration = fit(model, datamodule, task, device, progress)
     if not calibration:
         return calibration
-    write_card(_with_calibration(read_card(run_dir / "card.json"), calibration), run_dir / "card.json")
+    write_card(with_calibration(read_card(run_dir / "card.json"), calibration), run_dir / "card.json")
     summary = json.loads((run_dir / "metrics.json").read_text())
     summary["intervals" if "conformal" in calibration else "calibration"] = calibration.get("conformal", calibration)
     atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
@@ -247,7 +263,7 @@ def fit_card(name: str, data_overrides: list[str] | None = None, progress: bool 
     if not calibration:
         raise HubError(f"{name} is neither a classifier nor a model of named outputs; nothing to calibrate")
     path = Path(name) / "card.json" if is_run_path(name) else Path(card.card_dir) / f"{card.name}.json"
-    write_card(_with_calibration(card, calibration), path)
+    write_card(with_calibration(card, calibration), path)
     return calibration
 
 

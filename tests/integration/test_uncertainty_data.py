@@ -9,6 +9,7 @@ import pytest
 
 import hub
 from hub import uncertainty
+from hub.calibration import _outputs
 from hub.cli import main
 from hub.data import data_dir
 from hub.recipe import card_data
@@ -52,22 +53,30 @@ def test_a_regression_run_has_intervals_that_cover_the_test_split_and_predict_wr
     assert "median_house_value_upper_95" in next(csv.reader(open(tmp_path / "p95.csv")))
     assert main(["predict", str(run), "--data", str(tmp_path / "rows.csv"), "--interval-level", "0.5"]) == 2
 
-# rul_attention.fd001's validation split holds 5 engines (959 windows of them): its bins' half widths rest on five
-# engines' errors, and its test split is 100 engines; Mondrian bins left its coverage at 86.5% (86.6% pooled)
-UNDER_COVERED = {"rul_attention.fd001": "86.5% of the 100 FD001 test engines covered at 90%, under 87%"}
-
-
-@pytest.mark.parametrize("tag", [pytest.param(tag, marks=pytest.mark.xfail(reason=UNDER_COVERED[tag], strict=True))
-                                 if tag in UNDER_COVERED else tag for tag in REGRESSION_TAGS])
+@pytest.mark.parametrize("tag", REGRESSION_TAGS)
 def test_regression_tags_cover_87_to_93_percent_of_their_test_split(tag):
-    """Every shipped tag with intervals: its 90% intervals, fitted again from its weights on the validation split
-    (:func:`hub.uncertainty.fit`), are those its card records and cover 87-93% of its test split."""
+    """Every shipped tag with intervals: its card's 90% intervals cover 87-93% of its test split, recomputed here
+    from its weights' test predictions (:func:`hub.uncertainty.interval_coverage`); a card fitted on its validation
+    split gets the same intervals again from its weights (:func:`hub.uncertainty.fit`). rul_attention.fd001's are
+    fitted on cross-fitted residuals (:mod:`hub.cross_conformal`: four more trainings, not redone here); on its
+    5-engine validation split they covered 86.5%."""
     assert {"rul_attention.fd001", "testam.los_loop"} <= set(REGRESSION_TAGS)
     model = hub.load(tag).eval()
     data = card_data(model.pretrained_cfg)
     data.setup("fit")
-    fitted = uncertainty.fit(model, data, create_task(data.task, **data.task_args()), progress=False)["conformal"]
+    task = create_task(data.task, **data.task_args())
     card = model.pretrained_cfg.calibration["conformal"]
-    assert all(e == pytest.approx(c, abs=1e-3) for e, c in zip(fitted["bin_edges"], card["bin_edges"], strict=True))
-    assert fitted["test_coverage"]["0.9"] == pytest.approx(card["test_coverage"]["0.9"], abs=0.005)
-    assert 0.87 <= fitted["test_coverage"]["0.9"] <= 0.93
+    assert (card["fitted_on"] == "validation split") == (tag != "rul_attention.fd001")
+    if card["fitted_on"] == "validation split":
+        fitted = uncertainty.fit(model, data, task, progress=False)["conformal"]
+        assert all(e == pytest.approx(c, abs=1e-3)
+                   for e, c in zip(fitted["bin_edges"], card["bin_edges"], strict=True))
+        assert np.allclose(fitted["half_width"]["0.9"], card["half_width"]["0.9"], rtol=1e-3)
+    outputs, _, targets = _outputs(model, data.test_dataloader(), "test", False, None, "cpu")
+    if outputs.ndim == targets.ndim + 1 and outputs.shape[-1] == 1:
+        outputs = outputs.squeeze(-1)
+    test = uncertainty.output_residuals(outputs, targets, len(card["outputs"]), task.missing_target)
+    covered, _ = uncertainty.interval_coverage(card, test, "0.9", *uncertainty.target_units(data.input_spec))
+    coverage = float(np.concatenate(covered).mean())
+    assert coverage == pytest.approx(card["test_coverage"]["0.9"], abs=0.005)
+    assert 0.87 <= coverage <= 0.93

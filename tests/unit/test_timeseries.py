@@ -8,7 +8,7 @@ import torch
 
 import hub
 from hub.cli import main
-from hub.errors import DataError
+from hub.errors import DataError, HubError
 from hub.registry import get_dataset_entry
 from hub.run.train import train
 from timeseries.tasks import NASAScore
@@ -377,3 +377,36 @@ def test_traffic_baseline_picks_the_historical_average_on_a_daily_cycle(tmp_path
     result = traffic_baseline(data)  # the same day repeats: the historical average is exact but for blank readings
     assert result.name == "historical average" and result.metrics["test/mae"] < 0.05
     assert result.metrics["last value test/mae"] > 0.5  # a sine of amplitude 10 moves ~0.9 mph an hour
+
+
+def test_cross_fitted_intervals_pool_the_held_out_units_of_more_runs_and_leave_the_weights(tmp_path):
+    """hub.cross_conformal on a run trained from a user's sensor folder: two more runs of its recipe, each holding out
+    another quarter of the units, give the residuals its intervals are fitted on; its weights stay as they were."""
+    import json
+
+    from hub import cross_conformal
+    from hub.recipe import card_data
+
+    folder = _sensor_folder(tmp_path / "units", units=12)
+    assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    (run,) = (tmp_path / "runs").glob("*/*")
+    weights = (run / "model.safetensors").read_bytes()
+    conformal = cross_conformal.fit_card(str(run), runs=2, progress=False)["conformal"]
+    held_out = 0
+    for seed in (1, 2):
+        data = card_data(hub.model_card(str(run)), ["data.args.val_fraction=0.25", f"data.args.split_seed={seed}"])
+        data.setup("fit")
+        held_out += len(data.val_set)
+    assert [sum(points) for points in conformal["val_points_per_bin"]] == [held_out] * 10  # one per output
+    assert "2 more runs" in conformal["fitted_on"] and "split_seed=1..2" in conformal["fitted_on"]
+    assert hub.model_card(str(run)).calibration["conformal"] == json.loads(json.dumps(conformal))  # kept in the card
+    assert (run / "model.safetensors").read_bytes() == weights
+    hub.load(str(run))  # the card still matches its weights' sha256
+
+
+def test_cross_fitting_names_the_data_arguments_it_needs():
+    from hub import cross_conformal
+
+    with pytest.raises(HubError, match="data.args.val_fraction and data.args.split_seed"):
+        cross_conformal.held_out_outputs(hub.model_card("testam.los_loop"), 0.25, 2, progress=False)
