@@ -32,6 +32,7 @@ def test_run_folder_contents_and_no_overwrite(repo, tmp_path):
     assert set(summary) >= {"final", "best", "test", "epoch_selection"}
     assert 0.0 <= summary["test"]["test/acc"] <= 1.0
     assert len((run / "metrics.csv").read_text().strip().splitlines()) == 3  # header + 2 epochs
+    assert summary["validation"]["metric"] == "val/acc"  # the task's: what a fine-tune policy is chosen on
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["epoch"] == 1  # refreshed every epoch
     model = hub.load(str(run))  # a run folder loads like a pretrained tag
     assert model(torch.zeros(1, 1, 8, 8)).shape == (1, 10)
@@ -312,6 +313,15 @@ def test_joint_monitor_follows_the_gat_rule(repo, tmp_path):
     assert summary["best"]["epoch"] == best and "GAT" in summary["epoch_selection"]
     assert torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)["epoch"] == best
     assert len(rows) == 8 or waited == 2  # stopped by patience, or ran out of epochs
+    assert summary["validation"]["metric"] == "val/acc"  # a joint monitor: the task's metric
+
+
+def test_the_recipes_monitor_is_the_validation_metric_a_policy_is_chosen_on(repo, tmp_path):
+    run = _train(repo, tmp_path, ["trainer.monitor=val/loss", "trainer.test_checkpoint=best"])
+    summary = json.loads((run / "metrics.json").read_text())
+    rows = (run / "metrics.csv").read_text().splitlines()
+    losses = [float(dict(zip(rows[0].split(","), line.split(",")))["val/loss"]) for line in rows[1:]]
+    assert summary["validation"] == {"metric": "val/loss", "mode": "min", "value": pytest.approx(min(losses))}
 
 
 def test_parameter_groups_scale_the_backbone_and_decay_timm_layers():
