@@ -323,6 +323,7 @@ VARIABLES = ["ALP", "ALT", "AST", "Albumin", "BUN", "Bilirubin", "Cholesterol", 
              "TroponinT", "Urine", "WBC", "Weight", "pH"]
 DESCRIPTORS = ["Age", "Gender", "Height", "Weight"]
 HOURS = 48
+MORTALITY_LABEL, MORTALITY_CLASSES = "In-hospital_death", ["survived", "died"]  # PhysioNet 2012's outcome, 0 and 1
 MANIFEST_SHA256 = "2783d6fe8bd2896a3936bd8a0396724a4262e4255a4ffde50cf17a44c02aad3d"
 DOWNLOAD = "https://physionet.org/content/challenge-2012/1.0.0/"
 SOURCE = ("PhysioNet/CinC Challenge 2012 training set A (Silva et al., Computing in Cardiology 39, 2012), "
@@ -576,7 +577,7 @@ class PhysioNet2012Data(IcuStaysData):
         train_part, val_part = stratified_split(y[rest], (7 / 8, 1 / 8), seed=self.fold)
         train, val = rest[train_part], rest[val_part]
         self._build_sets(grids, {"train": train, "val": val, "test": test}, VARIABLES, HOURS)
-        self.num_classes, self.label_names = 2, ["survived", "died"]
+        self.num_classes, self.label_names = 2, list(MORTALITY_CLASSES)
         self.info = {"source": SOURCE, "license": "PhysioNet open access (see PROVENANCE.md)",
                      "split": f"fold {self.fold} of 5 stratified folds (seed 2012) is the test part; 1/8 of the "
                               f"rest validates (seed {self.fold})", "sizes": [len(train), len(val), len(test)],
@@ -725,7 +726,10 @@ class IcuStaysFolderData(IcuStaysData):
         split = self._split(y, ids, parts)
         self._build_sets({"means": means, "static_raw": static, "y": y, "ids": np.array(ids)}, split, variables,
                          self.hours)
-        self.num_classes, self.label_names = 2, ["0", "1"]
+        # In-hospital_death's classes as the PhysioNet 2012 cards name them, so a tag fine-tuned on the same outcome
+        # keeps its classifier (other names would train it fresh: hub.run.train._init_from); any other label: 0, 1
+        self.num_classes = 2
+        self.label_names = list(MORTALITY_CLASSES) if self.label == MORTALITY_LABEL else ["0", "1"]
         self.info.update(sizes=[len(split[p]) for p in PARTS], positive_rate=float(y.mean()))
 
     def _split(self, y: np.ndarray, ids: list[str], parts: dict[str, str]) -> dict[str, np.ndarray]:
@@ -750,7 +754,7 @@ class IcuStaysFolderData(IcuStaysData):
 
 
 @register_dataset(task="classification")
-def icu_stays_folder(path: str, outcomes: str | None = None, label: str = "In-hospital_death",
+def icu_stays_folder(path: str, outcomes: str | None = None, label: str = MORTALITY_LABEL,
                      variables: list[str] | None = None, hours: int = HOURS, split_seed: int = 0,
                      val_fraction: float = 0.1, test_fraction: float = 0.2, batch_size: int = 64, num_workers: int = 0,
                      seed: int = 0) -> IcuStaysFolderData:

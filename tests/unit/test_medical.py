@@ -465,9 +465,11 @@ def test_cli_trains_an_icu_family_from_scratch_on_a_folder_of_records(tmp_path, 
     assert inputs["values"].shape == (48, 3) and inputs["mask"].sum() == 18
 
 
-def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_path):
+def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_path, caplog):
     """``attnhub finetune tfcam.physionet2012 --data FOLDER`` on stays with a parameter the card does not know:
-    the card's 37 variables stay the input, the unknown one is dropped and listed in the run's card."""
+    the card's 37 variables stay the input, the unknown one is dropped and listed in the run's card. The folder's
+    In-hospital_death is the card's outcome under the card's class names, so the tag's classifier is kept (trained
+    fresh, a linear probe from it scored 0.655 test AUROC on PhysioNet's fold 0 against 0.744 for the tag as is)."""
     import json
 
     from hub.finetune import finetune
@@ -481,6 +483,7 @@ def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_pat
     assert card.model_args["num_variables"] == 37 and len(card.input_spec["variables"]) == 37
     assert entry["name"] == "LogisticRegression"
     assert json.loads((run / "metrics.json").read_text())["policy"]["chosen"] == "full"
+    assert card.label_names == ["survived", "died"] and "trained fresh" not in caplog.text
 
 
 @pytest.mark.parametrize("change,args,message", [
