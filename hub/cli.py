@@ -299,11 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "or a path (default: the folder's one file named Outcomes*, such as Outcomes-a.txt)")
     p.add_argument("--label", help="ICU stays: the 0/1 outcome column of the outcomes file (default: the card's, "
                    "In-hospital_death)")
-    p.add_argument("--policy", choices=("auto", "linear-probe", "full"), default="auto",  # hub.finetune.POLICIES
+    p.add_argument("--policy", choices=("auto", "linear-probe", "full", "lp-ft"), default="auto",  # finetune.POLICIES
                    help="from a pretrained tag: 'linear-probe' trains the classifier alone; 'full' trains everything, "
-                        "the backbone at a tenth of the learning rate (layer-wise decayed for timm models); 'auto' "
-                        "(default) trains both, each in its own run folder, and keeps the better on the validation "
-                        "split. A bare family trains from scratch")
+                        "the backbone at a tenth of the learning rate (layer-wise decayed for timm models); 'lp-ft' "
+                        "trains a linear probe, then the full fine-tune from it; 'auto' (default) trains the linear "
+                        "probe and LP-FT (the full fine-tune for families without a classifier), each in its own run "
+                        "folder, and keeps the better on the validation split. A bare family trains from scratch")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
     p.add_argument("--no-progress", **no_progress)

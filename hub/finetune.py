@@ -18,27 +18,33 @@ from hub.registry import get_model_entry, is_run_path, split_name
 from hub.run.train import is_ddp_worker, train
 
 # Fine-tune policies for a pretrained tag on small data (``--policy``; ``auto`` trains each that applies and keeps
-# the one with the better validation metric): a linear probe (the classifier alone) and a full fine-tune whose
-# backbone learns at a tenth of the classifier's rate, layer-wise decayed for models whose layers timm orders.
-POLICIES = ("auto", "linear-probe", "full")
-POLICY_OVERRIDES = {"linear-probe": ["model.freeze_backbone=true"], "full": ["optimizer.backbone_lr_scale=0.1"]}
+# the one with the better validation metric): a linear probe (the classifier alone); a full fine-tune whose backbone
+# learns at a tenth of the classifier's rate, layer-wise decayed for models whose layers timm orders; and LP-FT
+# (Kumar et al., ICLR 2022, "Fine-Tuning can Distort Pretrained Features and Underperform Out-of-Distribution"): the
+# same full fine-tune started from the linear probe's run, so that the backbone is not pulled about by the gradients
+# of a random classifier in the first steps.
+POLICIES = ("auto", "linear-probe", "full", "lp-ft")
+POLICY_OVERRIDES = {"linear-probe": ["model.freeze_backbone=true"], "full": ["optimizer.backbone_lr_scale=0.1"],
+                    "lp-ft": ["optimizer.backbone_lr_scale=0.1"]}
 LAYER_DECAY = 0.75  # BEiT's
 FINETUNE_MAX_EPOCHS, FINETUNE_PATIENCE = 30, 5  # small data: at most 30 epochs, stopped after 5 without progress
+FINETUNE_MONITOR = "val/loss"  # unless the card's recipe names its own (see finetune_recipe)
 
 
 def policies_for(name: str) -> list[str]:
-    """The policies ``auto`` tries for the tag or run ``name``: a linear probe only when its family has a
-    classifier to train alone."""
-    return ["linear-probe", "full"] if get_model_entry(model_card(name).family).classifier else ["full"]
+    """The policies ``auto`` tries for the tag or run ``name``: a linear probe and LP-FT, which starts from it, when
+    its family has a classifier to train alone; else the full fine-tune."""
+    return ["linear-probe", "lp-ft"] if get_model_entry(model_card(name).family).classifier else ["full"]
 
 
 def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
-                    policy: str = "full", **options) -> Recipe:
+                    policy: str = "full", probe: Path | None = None, **options) -> Recipe:
     """The recipe that fine-tunes ``name`` on the data at ``data``: a pretrained tag or run folder keeps its card's
     resolved recipe, with a data section reading ``data``, ``model.init_from: name``, at most
-    :data:`FINETUNE_MAX_EPOCHS` epochs with early stopping (:data:`FINETUNE_PATIENCE` unless the card sets one), no
-    weight EMA, and
-    the ``policy``'s keys (:data:`POLICY_OVERRIDES`); a bare family takes its domain's default recipe (``policy`` is
+    :data:`FINETUNE_MAX_EPOCHS` epochs with early stopping (:data:`FINETUNE_PATIENCE` unless the card sets one) on
+    the validation loss (unless the card names another metric), no weight EMA, and
+    the ``policy``'s keys (:data:`POLICY_OVERRIDES`); ``"lp-ft"`` starts from ``probe`` instead, the run folder of
+    ``name``'s linear probe on the same data. A bare family takes its domain's default recipe (``policy`` is
     not used). ``options`` (``target``, ``task``, ``time``, ``event``, ``genes``) go to the data section when given;
     ``overrides`` (``key.path=value``) are applied last. The run goes under ``output_dir`` (default ``runs``), never
     under a folder a card names (its publisher's machine)."""
@@ -57,14 +63,23 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
         stopping = dict(trainer.get("early_stopping") or {})
         stopping["patience"] = stopping.get("patience") or FINETUNE_PATIENCE
         # no weight EMA: its decay suits the card's long run (0.998 averages ~500 steps), not a few hundred files,
-        # whose fine-tune would be validated on weights that have barely left the pretrained ones
+        # whose fine-tune would be validated on weights that have barely left the pretrained ones. The validation
+        # loss is monitored, and the policy chosen on it, unless the card names a metric: on a small validation
+        # split the task's default, accuracy, moves in steps of 1/N and plateaus, so early stopping ended the run a
+        # few epochs into its first plateau and kept that plateau's first, least trained, epoch (FSDD digits 5-9,
+        # 23 validation clips: benchmarks/results/user_data.md)
         base["trainer"] = {**trainer, "max_epochs": min(trainer.get("max_epochs", FINETUNE_MAX_EPOCHS),
                                                         FINETUNE_MAX_EPOCHS), "early_stopping": stopping,
-                           "ema_decay": None}
+                           "ema_decay": None, "monitor": trainer.get("monitor") or FINETUNE_MONITOR}
         if policy not in POLICY_OVERRIDES:
             raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
+        if (policy == "lp-ft") != (probe is not None):
+            raise HubError(f"the fine-tune policy {policy!r} " + ("needs the linear probe's run folder (probe)"
+                                                                   if probe is None else "starts from no probe"))
+        if probe is not None:
+            base["model"]["init_from"] = str(probe)
         policy_keys = list(POLICY_OVERRIDES[policy])
-        if policy == "full" and hasattr(load(name, pretrained=False), "group_matcher"):
+        if policy != "linear-probe" and hasattr(load(name, pretrained=False), "group_matcher"):
             policy_keys.append(f"optimizer.layer_decay={LAYER_DECAY}")
     base["output_dir"] = output_dir or "runs"
     return validate_recipe(apply_overrides(base, [*policy_keys, *(overrides or [])]), f"finetune of {name}")
@@ -134,7 +149,8 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
     """Train :func:`finetune_recipe` into a new run folder, then fit the input kind's classical baseline on the same
     split (:func:`compare_with_baseline`). For a pretrained tag, ``policy="auto"`` trains each policy of
     :func:`policies_for` into its own run folder and keeps the one :func:`choose_policy` picks, recording the
-    choice under ``policy`` in its ``metrics.json``. Returns the kept run folder and the ``baseline`` entry of its
+    choice under ``policy`` in its ``metrics.json``; ``"lp-ft"`` trains its linear probe first (the candidate's when
+    ``auto`` tries one). Returns the kept run folder and the ``baseline`` entry of its
     ``metrics.json``: None for an input kind without a baseline, and in a data-parallel worker process (the
     launching process alone reports)."""
     if policy not in POLICIES:
@@ -144,8 +160,13 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
         if is_ddp_worker():
             return run_dir, None
     else:
-        runs = {p: train(recipe=finetune_recipe(name, data, overrides, output_dir, policy=p, **options),
-                         progress=progress) for p in (policies_for(name) if policy == "auto" else [policy])}
+        def run(p: str, probe: Path | None = None) -> Path:
+            return train(recipe=finetune_recipe(name, data, overrides, output_dir, policy=p, probe=probe, **options),
+                         progress=progress)
+
+        runs: dict[str, Path] = {}
+        for p in policies_for(name) if policy == "auto" else [policy]:
+            runs[p] = run(p, runs.get("linear-probe") or run("linear-probe")) if p == "lp-ft" else run(p)
         if is_ddp_worker():
             return next(iter(runs.values())), None
         chosen = choose_policy(runs)

@@ -119,19 +119,24 @@ def test_finetune_on_an_image_folder(tmp_path, capsys):
     card = hub.model_card(str(run))
     assert card.label_names == ["class_0", "class_1", "class_7"]
     assert card.model_args["num_classes"] == 3
-    assert card.recipe["resolved"]["model"]["init_from"] == "vit_digits.sklearn"
-    trainer = card.recipe["resolved"]["trainer"]  # small-data defaults: early stopping, no weight EMA
+    trainer = card.recipe["resolved"]["trainer"]  # small-data defaults: early stopping on val/loss, no weight EMA
     assert trainer["ema_decay"] is None and trainer["early_stopping"]["patience"] == 5 and trainer["max_epochs"] == 2
-    # --policy auto: a linear probe and a full fine-tune, each in its own folder; the better on validation is kept
+    assert trainer["monitor"] == "val/loss"
+    # --policy auto: a linear probe and LP-FT (a full fine-tune started from that probe), each in its own folder;
+    # the better on validation is kept
     choice = json.loads((run / "metrics.json").read_text())["policy"]
-    assert choice["asked"] == "auto" and list(choice["candidates"]) == ["linear-probe", "full"]
+    assert choice["asked"] == "auto" and list(choice["candidates"]) == ["linear-probe", "lp-ft"]
     assert f"fine-tune policy: {choice['chosen']}" in out
     values = {p: c["value"] for p, c in choice["candidates"].items()}
-    assert values[choice["chosen"]] == max(values.values())
+    assert {c["metric"] for c in choice["candidates"].values()} == {"val/loss"}  # the recipe's monitor
+    assert values[choice["chosen"]] == min(values.values())
     assert run.name == choice["candidates"][choice["chosen"]]["run"]
-    probe, full = (run.parent / choice["candidates"][p]["run"] for p in ("linear-probe", "full"))
+    probe, full = (run.parent / choice["candidates"][p]["run"] for p in ("linear-probe", "lp-ft"))
     assert probe != full
-    assert hub.model_card(str(full)).recipe["resolved"]["optimizer"]["layer_decay"] == 0.75  # a timm ViT
+    assert hub.model_card(str(probe)).recipe["resolved"]["model"]["init_from"] == "vit_digits.sklearn"
+    resolved = hub.model_card(str(full)).recipe["resolved"]
+    assert resolved["optimizer"]["layer_decay"] == 0.75 and resolved["optimizer"]["backbone_lr_scale"] == 0.1
+    assert resolved["model"]["init_from"] == str(probe) and not resolved["model"]["freeze_backbone"]
     pretrained, probed = hub.load("vit_digits.sklearn").state_dict(), hub.load(str(probe)).state_dict()
     assert all(torch.equal(v, pretrained[k]) for k, v in probed.items() if not k.startswith("head."))
     assert not torch.equal(hub.load(str(full)).state_dict()["blocks.0.attn.qkv.weight"],

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import hub
-from hub.errors import RecipeError, TrainingError
+from hub.errors import HubError, RecipeError, TrainingError
 from hub.registry import register_model
 from hub.run.train import train
 from hub.weights import load_state_dict
@@ -160,6 +160,32 @@ def test_finetune_and_train_write_under_runs_or_output_dir_never_a_cards_folder(
         with pytest.raises(Stop):
             main(argv)
     assert calls == ["runs", "elsewhere", ["seed=1", "output_dir=elsewhere"]]
+
+
+def test_finetune_recipe_monitors_the_validation_loss_unless_the_card_names_a_metric(monkeypatch, tmp_path):
+    """Fine-tunes early-stop on val/loss (accuracy on a small validation split plateaus); a card's own monitor is
+    kept. LP-FT starts from the linear probe's run folder, at the full fine-tune's rates."""
+    import dataclasses
+
+    import hub.finetune
+
+    card = hub.model_card("vit_digits.sklearn")
+    resolved = card.recipe["resolved"]
+    assert resolved["trainer"].get("monitor") is None  # the task's default (val/acc) when it was trained
+    monkeypatch.setattr(hub.finetune, "finetune_data_section", lambda card, path, **options: resolved["data"])
+    full = hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", policy="full")
+    assert full.trainer.monitor == "val/loss" and full.model.init_from == "vit_digits.sklearn"
+    named = dataclasses.replace(card, recipe={**card.recipe, "resolved": {
+        **resolved, "trainer": {**resolved["trainer"], "monitor": "val/auroc"}}})
+    monkeypatch.setattr(hub.finetune, "model_card", lambda name: named)
+    assert hub.finetune.finetune_recipe("vit_digits.sklearn", "mine").trainer.monitor == "val/auroc"
+    lp_ft = hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", policy="lp-ft", probe=tmp_path / "probe")
+    assert lp_ft.model.init_from == str(tmp_path / "probe") and not lp_ft.model.freeze_backbone
+    assert (lp_ft.optimizer.backbone_lr_scale, lp_ft.optimizer.layer_decay) == (0.1, 0.75)
+    with pytest.raises(HubError, match="'lp-ft' needs the linear probe's run folder"):
+        hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", policy="lp-ft")
+    with pytest.raises(HubError, match="'full' starts from no probe"):
+        hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", policy="full", probe=tmp_path / "probe")
 
 
 def test_hub_training_is_a_deprecated_alias_of_hub_run(monkeypatch):
