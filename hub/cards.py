@@ -140,8 +140,8 @@ def portable_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
     """A card's ``recipe`` section without the folders of the machine that trained it: the :data:`LOCAL_KEYS`
     (``output_dir``, the loggers and MLflow's store) are dropped from ``resolved`` and from the overrides (a run goes
     where its user says, ``./runs`` by default), ``path`` is made relative (:func:`portable_path`) and the data
-    paths of ``resolved``'s data section and of the ``data.`` overrides portable (:func:`portable_data_path`);
-    everything else is kept."""
+    paths of ``resolved``'s data section and of the ``data.`` overrides portable (:func:`portable_data_path`), as is
+    an absolute ``model.init_from`` (a run folder, :func:`portable_path`); everything else is kept."""
     out = dict(recipe)
     if out.get("path"):
         out["path"] = portable_path(out["path"])
@@ -152,6 +152,11 @@ def portable_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
         out["resolved"] = _without_keys(out["resolved"], list(LOCAL_KEYS))
         if "data" in out["resolved"]:
             out["resolved"]["data"] = portable_data(out["resolved"]["data"])
+        model = out["resolved"].get("model")
+        init_from = model.get("init_from") if isinstance(model, dict) else None
+        if isinstance(init_from, str) and Path(init_from).is_absolute():
+            # a run folder fine-tuned from (LP-FT's linear probe, a pretraining run): named, not located
+            out["resolved"]["model"] = {**model, "init_from": portable_path(init_from)}
     return out
 
 
