@@ -13,16 +13,16 @@
 A run rewrites the rows of the tags it measures (all of :data:`TAGS` by default) and keeps the report's other rows
 (tags another run added), in the order of :data:`TAGS`, then the others.
 
-Shifted sets: images of noise, the digits' negatives, BreastMNIST scans for a CIFAR-10 model, CIFAR-10 images in
-grey for a BreastMNIST model; table rows whose age and hours per week are scaled far past the training range, or
-with a work class never seen in training; sensor windows drifting by half a sensor's training range in random
-directions; WAV files of noise and of pure tones; traffic windows whose sensors are permuted (there is no other road
-network's speed table here: METR-LA, PEMS-BAY and SZ-taxi come as graphs only) or whose speeds are in km/h; ICU stays
-whose vital signs are three times their values (clipped, as the data pipeline clips every value, to the training
-split's 99th percentile); graph nodes (the test nodes of Cora or CiteSeer) whose feature entries are shuffled within
-each node, or whose features are another node's (every node's, at random); survival-table patients (METABRIC's test
-rows) aged three times their age, or with an empty gene cell (MKI67); for a slot autoencoder, CIFAR-10 test images
-resized to the scenes' 64x64, and uniform noise.
+Shifted sets: images of noise, the digits' negatives, BreastMNIST scans and its own test images in grey for a
+CIFAR-10 model, CIFAR-10 images in grey and in colour for a BreastMNIST model; table rows whose age and hours per
+week are scaled far past the training range, or with a work class never seen in training; sensor windows drifting by
+half a sensor's training range in random directions; WAV files of noise and of pure tones; traffic windows whose
+sensors are permuted (there is no other road network's speed table here: METR-LA, PEMS-BAY and SZ-taxi come as
+graphs only) or whose speeds are in km/h; ICU stays whose vital signs are three times their values (clipped, as the
+data pipeline clips every value, to the training split's 99th percentile); graph nodes (the test nodes of Cora or
+CiteSeer) whose feature entries are shuffled within each node, or whose features are another node's (every node's,
+at random); survival-table patients (METABRIC's test rows) aged three times their age, or with an empty gene cell
+(MKI67); for a slot autoencoder, CIFAR-10 test images resized to the scenes' 64x64, and uniform noise.
 """
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def _table_scores(model, frame, folder: Path) -> np.ndarray:
     return np.array([float(row[-2]) for _, rows in table_predictions(model, str(path), 256) for row in rows])
 
 
-def _grey(x: torch.Tensor, spec: dict) -> torch.Tensor:
+def grey_images(x: torch.Tensor, spec: dict) -> torch.Tensor:
     """Normalised RGB images (N, 3, H, W) as grey ones (luma, in all three channels), normalised again."""
     mean, std = torch.tensor(spec["mean"])[:, None, None], torch.tensor(spec["std"])[:, None, None]
     luma = ((x * std + mean) * torch.tensor([0.299, 0.587, 0.114])[:, None, None]).sum(1, keepdim=True)
@@ -185,9 +185,11 @@ def shifted_scores(tag: str, model, detector, data, folder: Path) -> dict[str, n
         if dataset == "cifar10":
             sets["BreastMNIST"] = _tensors(card_data(model_card("vit_micro_patch4_32.breastmnist")).test_dataloader(),
                                            SHIFTED_ITEMS)[0]
+            sets["CIFAR-10 in grey"] = grey_images(x, card.input_spec)  # the classes it knows, photographed in grey
         elif dataset == "breastmnist":  # BreastMNIST models take 32x32x3 images with CIFAR-10's normalisation
             cifar = _tensors(card_data(model_card("vit_micro_patch4_32.cifar10")).test_dataloader(), SHIFTED_ITEMS)[0]
-            sets["CIFAR-10 in grey"] = _grey(cifar, card.input_spec)
+            sets["CIFAR-10 in grey"] = grey_images(cifar, card.input_spec)
+            sets["CIFAR-10 in colour"] = cifar
         else:
             sets["inverted digits"] = -x
         return {name: scores(s, torch.zeros(len(s), dtype=torch.long)) for name, s in sets.items()}
