@@ -492,7 +492,9 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
     if "grey_energy" in scores:  # Laplace's rule: a kind of image never seen in training is rare, not impossible
         grey = int((train.summaries[:, -1] < GREY_COLOURFULNESS).sum())
         statistics["grey_share"] = torch.tensor((grey + 1) / (len(train.summaries) + 2), dtype=torch.float64)
-        statistics["val_energies"] = energy(val.logits).double().sort().values
+        energies = energy(val.logits).double().sort().values  # a large split: MAX_FIT_ITEMS of its quantiles
+        levels = torch.linspace(0, 1, MAX_FIT_ITEMS, dtype=torch.float64)
+        statistics["val_energies"] = energies if len(energies) <= MAX_FIT_ITEMS else torch.quantile(energies, levels)
     if "energy" in scores:  # negative: centred on its validation median, its quantile is a positive scale
         statistics["energy_offset"] = torch.tensor(float(np.median(energy(val.logits).numpy())), dtype=torch.float64)
     detector = Detector(scores, statistics, threshold=0.0)

@@ -281,6 +281,47 @@ def test_scene_reconstruction_error_flags_images_off_the_training_subspace():
     assert detector.flag(noisy).mean() >= 0.95
 
 
+def test_grey_energy_scores_grey_images_of_a_colour_classifier_by_how_unsure_it_is(monkeypatch):
+    """2% of the training images grey; the classifier is sure of bright images and unsure of mid-grey ones. The
+    statistics keep the grey share (Laplace's rule) and at most MAX_FIT_ITEMS quantiles of the validation energies;
+    a colour input scores 0, a grey one more the less sure the model is."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hub import ood
+
+    monkeypatch.setattr(ood, "MAX_FIT_ITEMS", 500)
+    generator = torch.Generator().manual_seed(0)
+
+    def images(n, grey_share: float = 0.02):
+        x = torch.rand(n, 3, 8, 8, generator=generator)
+        grey = int(n * grey_share)
+        x[:grey] = x[:grey, :1]  # its channels equal
+        return x
+
+    class Classifier(torch.nn.Module):  # logits (B, 2): sure for bright images, unsure near a mean of 0.5
+        def __init__(self):
+            super().__init__()
+            self.sharpness = torch.nn.Parameter(torch.tensor(40.0))
+
+        def forward(self, x):
+            return torch.stack([self.sharpness * (x.mean((1, 2, 3)) - 0.5), torch.zeros(len(x))], 1)
+
+    def loader(x):
+        return DataLoader(TensorDataset(x, torch.zeros(len(x), dtype=torch.long)), batch_size=250)
+
+    splits = {"train": loader(images(1000)), "val": loader(images(1000)), "test": loader(images(200))}
+    detector, _ = _fit(Classifier(), "image", splits, ("a", "b"), channels=3, mean=[0.0] * 3, std=[1.0] * 3)
+    assert detector.scores == ["energy", "inputs", "grey_energy"]
+    # fitted on the first MAX_FIT_ITEMS (500) training images, 20 of them grey
+    assert detector.statistics["grey_share"].item() == pytest.approx((20 + 1) / (500 + 2))
+    energies = detector.statistics["val_energies"]
+    assert len(energies) == 500 and bool((energies.diff() >= 0).all())
+    x = torch.cat([images(1, grey_share=0), torch.full((1, 3, 8, 8), 0.9), torch.full((1, 3, 8, 8), 0.5)])
+    columns = detector.components(None, Classifier()(x).detach(), None, summaries=ood.image_summary(x, {
+        "mean": [0.0] * 3, "std": [1.0] * 3}))[:, 2]
+    assert columns[0] == 0 and columns[2] > columns[1] >= -np.log(21 / 502)  # colour, grey and sure, grey unsure
+
+
 def test_a_temperature_that_would_worsen_validation_ece_is_not_applied(monkeypatch):
     import hub.uncertainty
 
