@@ -34,7 +34,7 @@ Scores, by what a model and its inputs offer (the card's ``ood["score"]`` names 
   inputs whose energy is at least its own (Fisher's product of two tail probabilities: rare in one way and unsure in
   another); an input of the common kind scores 0 (the other scores cover it). Measured on the four CIFAR-10 tags:
   BreastMNIST's scans lie inside CIFAR-10's spread of penultimate features, of intermediate features (their Gram
-  matrices, Sastry & Oore 2020, included) and of the input summary, each of these flagging 0% of them at a 1%
+  matrices, Sastry & Oore 2020, on vit_micro) and of the input summary, each of these flagging 0% of them at a 1%
   false-alarm rate; but they are grey, as about 1.3% of CIFAR-10's images are (too many to flag every grey input at
   1%), and the models are unsure of them (energy AUROC 0.87 for vit_micro, 0.94 for resnet_cbam), which together
   single them out: 70-92% of the 156 test scans flagged, AUROC 0.98-0.99 (``benchmarks/uncertainty.py``). The
