@@ -53,14 +53,24 @@ class OptimizerSection(_Strict):
     # layer_decay (models with timm's group_matcher) a further layer_decay ** (layers above it), as in BEiT
     backbone_lr_scale: float = Field(1.0, gt=0.0, le=1.0)
     layer_decay: float | None = Field(None, gt=0.0, le=1.0)
+    # the parameters of normalisation layers learn at lr * norm_lr_scale and, when it is not 1, are decayed at
+    # weight_decay / norm_lr_scale (the same decay per step as the rest): airbench's bias_scaler (64)
+    norm_lr_scale: float = Field(1.0, gt=0.0)
 
 
 class SchedulerSection(_Strict):
-    name: Literal["none", "cosine", "step"] = "none"
-    warmup_epochs: int = 0
+    # after a linear warmup: cosine or linear ("linear": airbench's triangle) decay to min_lr_ratio, or steps
+    name: Literal["none", "cosine", "linear", "step"] = "none"
+    warmup_epochs: int | float = Field(0, ge=0)  # may be a fraction of the run's epochs' worth of steps
+    warmup_start_ratio: float = Field(0.0, ge=0.0, le=1.0)  # the warmup's first factor (airbench: 0.2)
     step_size: int = 30
     gamma: float = 0.1
     min_lr_ratio: float = 0.0
+
+
+class TaskSection(_Strict):
+    # classification: cross-entropy against (1 - s) * one-hot + s * uniform in training (Szegedy et al. 2016)
+    label_smoothing: float = Field(0.0, ge=0.0, lt=1.0)
 
 
 class EarlyStoppingSection(_Strict):
@@ -92,6 +102,7 @@ class TrainerSection(_Strict):
     checkpoint_every_n_steps: int | None = None  # also write `last` inside an epoch
     # exponential moving average of the weights (decay per step); validation, checkpoints and the kept weights use it
     ema_decay: float | None = Field(None, gt=0.0, lt=1.0)
+    lookahead: bool = False  # airbench's lookahead (hub.run.callbacks.Lookahead): every 5 steps, to a slow copy
     # experiment tracking (hub.run.tracking): `csv` is the run folder's metrics.csv, always written
     loggers: list[str] = Field(default_factory=lambda: ["csv"])
     mlflow_uri: str | None = None  # MLflow's tracking store; None: sqlite:///RUN_DIR/mlflow.db
@@ -118,6 +129,7 @@ class Recipe(_Strict):
     data: DataSection
     optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
     scheduler: SchedulerSection = Field(default_factory=SchedulerSection)
+    task: TaskSection = Field(default_factory=TaskSection)
     trainer: TrainerSection = Field(default_factory=TrainerSection)
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import Dataset, Subset, TensorDataset
+from torch.utils.data import TensorDataset
 from torchvision import datasets as tv_datasets
-from torchvision import transforms as T
 
 from hub.data import EpochSeededDataset, HubDataModule, class_folder_splits, data_dir, download_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.registry import register_dataset
 from hub.weights import is_offline
-from vision.io import IMAGE_SUFFIXES, _scan_class_folders, image_spec, open_image, read_image
+from vision.io import IMAGE_SUFFIXES, _scan_class_folders, image_pixels, image_spec, read_image
+from vision.resident import BatchAugment, ResidentImages, decode_images
 from vision.shapes import MultiShapes
 
 CIFAR_MEAN, CIFAR_STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]
@@ -91,75 +91,61 @@ def sklearn_digits(batch_size: int = 64, num_workers: int = 0, seed: int = 0, sp
     return DigitsData(batch_size, num_workers, seed, split_seed, val_fraction, test_fraction, max_shift)
 
 
-AUGMENTATIONS = ("none", "light", "randaugment")
+# The image folders' augmentation presets (``data.args.augment``), applied a batch at a time (:mod:`vision.resident`)
+AUGMENTATIONS = {
+    "none": None,
+    "light": BatchAugment(crop_scale=(0.6, 1.0)),  # random resized crops of 60-100% of the area, flips
+    "randaugment": BatchAugment(crop_scale=(0.6, 1.0), randaugment=True),  # ... and RandAugment (2 ops, m9)
+}
 
 
-def train_transform(spec: dict[str, Any], augment: str):
-    """timm's training pipeline for a PIL image -> normalised ``(C, H, W)``: random resized crops (scale
-    0.6-1, mild for small images) and horizontal flips (``light``), plus RandAugment (``randaugment``)."""
-    from timm.data import create_transform
-
-    if augment not in AUGMENTATIONS:
-        raise DataError(f"data.args.augment must be one of {AUGMENTATIONS}, got {augment!r}")
-    return create_transform(input_size=(spec["channels"], spec["height"], spec["width"]), is_training=True,
-                            scale=(0.6, 1.0), hflip=0.5, color_jitter=0.0, interpolation="bilinear",
-                            auto_augment="rand-m9-mstd0.5-inc1" if augment == "randaugment" else None,
-                            mean=tuple(spec["mean"]), std=tuple(spec["std"]))
+def augmentation(name: str) -> BatchAugment | None:
+    if name not in AUGMENTATIONS:
+        raise DataError(f"data.args.augment must be one of {tuple(AUGMENTATIONS)}, got {name!r}")
+    return AUGMENTATIONS[name]
 
 
-class ImageFiles(Dataset):
-    def __init__(self, files: list[Path], labels: list[int], spec: dict[str, Any]):
-        self.files, self.labels, self.spec = files, labels, spec
+class ResidentImageData(HubDataModule):
+    """Base of the image data modules whose splits are :class:`~vision.resident.ResidentImages`: every loader
+    indexes batches out of uint8 tensors held in memory; the training loader keeps its tensor on the trainer's
+    device (the GPU when training there) and augments each batch there with ``self.augment``."""
 
-    def __len__(self) -> int:
-        return len(self.files)
+    augment: BatchAugment | None = None
 
-    def __getitem__(self, i):
-        return read_image(self.files[i], self.spec), self.labels[i]
+    def train_dataloader(self):
+        trainer = getattr(self, "trainer", None)
+        device = trainer.strategy.root_device if trainer is not None else None
+        return self.train_set.batches(self.batch_size, self.augment, shuffle=True, seed=self.seed, device=device)
 
+    def statistics_dataloader(self):
+        return self.train_set.batches(self.batch_size)
 
-class AugmentedImageFiles(EpochSeededDataset):
-    """Training images through :func:`train_transform`, seeded per (seed, epoch, index): timm's transforms
-    draw from the global torch, Python and numpy RNGs, which are saved, seeded from the item's generator
-    and restored."""
+    def val_dataloader(self):
+        return self.val_set.batches(self.batch_size)
 
-    def __init__(self, files: list[Path], labels: list[int], spec: dict[str, Any], augment: str, seed: int):
-        self.files, self.labels, self.spec, self.seed = files, labels, spec, seed
-        self.transform = None if augment == "none" else train_transform(spec, augment)
-
-    def __len__(self) -> int:
-        return len(self.files)
-
-    def augmented_item(self, index: int, generator: torch.Generator):
-        if self.transform is None:
-            return read_image(self.files[index], self.spec), self.labels[index]
-        import random
-
-        item_seed = int(torch.randint(0, 2**32, (1,), generator=generator))
-        states = random.getstate(), np.random.get_state()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(item_seed)
-            random.seed(item_seed)
-            np.random.seed(item_seed)  # RandAugment picks its operations with numpy
-            try:
-                return self.transform(open_image(self.files[index], self.spec)), self.labels[index]
-            finally:
-                random.setstate(states[0])
-                np.random.set_state(states[1])
+    def test_dataloader(self):
+        return self.test_set.batches(self.batch_size)
 
 
-class ImageFolderData(HubDataModule):
+def decode_split(items: list[tuple[Path, int]], spec: dict[str, Any], progress: bool = True) -> ResidentImages:
+    """The ``(file, label)`` items of a split decoded into memory (cached: :func:`vision.resident.decode_images`)."""
+    files = [f for f, _ in items]
+    return ResidentImages(decode_images(files, spec, progress), [label for _, label in items], spec["mean"],
+                          spec["std"], files)
+
+
+class ImageFolderData(ResidentImageData):
     """A user's image folder: ``root/train/<class>/*`` with optional ``root/val/<class>/*`` and
     ``root/test/<class>/*`` (a missing one is a stratified part of train/), or ``root/<class>/*`` split stratified
-    into train/val/test (:func:`hub.data.class_folder_splits`)."""
+    into train/val/test (:func:`hub.data.class_folder_splits`). The images are decoded once at the model's size
+    (cached) and augmented a batch at a time (:data:`AUGMENTATIONS`)."""
 
     def __init__(self, root: str, height: int, width: int, channels: int, mean: list[float], std: list[float],
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, augment: str = "light"):
         super().__init__(batch_size, num_workers, seed)
         self.root = Path(root)
-        self.augment = augment
-        train_transform(image_spec(height, width, channels, mean, std), augment)  # a bad name fails now
+        self.augment = augmentation(augment)  # a bad name fails now
         self.input_spec = image_spec(height, width, channels, mean, std)
         self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
 
@@ -170,11 +156,9 @@ class ImageFolderData(HubDataModule):
                                             self.split_seed)
         if len(classes) < 2:
             raise DataError(f"{self.root} has a single class {classes}; classification needs at least 2 class folders")
-        read_image(sets["train"][0][0], self.input_spec)  # fail now, not mid-epoch, on an unreadable first file
-        files = {s: ([f for f, _ in sets[s]], [label for _, label in sets[s]]) for s in sets}
-        self.train_set = AugmentedImageFiles(*files["train"], self.input_spec, self.augment, self.seed)
-        self.val_set = ImageFiles(*files["val"], self.input_spec)
-        self.test_set = ImageFiles(*files["test"], self.input_spec)
+        read_image(sets["train"][0][0], self.input_spec)  # fail now, with the file's name, on an unreadable file
+        self.train_set, self.val_set, self.test_set = (decode_split(sets[s], self.input_spec)
+                                                       for s in ("train", "val", "test"))
         self.num_classes = len(classes)
         self.label_names = classes
         self.info = {"source": str(self.root), "license": "the user's data",
@@ -186,13 +170,14 @@ def image_folder(root: str, height: int, width: int, channels: int = 3, mean: li
                  std: list[float] = (0.5,) * 3, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.15,
                  augment: str = "light") -> ImageFolderData:
-    """A folder of images, one sub-folder per class (optionally under train/ [val/ test/]); training images
-    go through timm's augmentation (``augment``: none, light = crops + flips, randaugment)."""
+    """A folder of images, one sub-folder per class (optionally under train/ [val/ test/]); decoded once into
+    memory, training batches augmented on the device (``augment``: none, light = random resized crops + flips,
+    randaugment = light + RandAugment). ``num_workers`` is not used (kept so older recipes load)."""
     return ImageFolderData(root, height, width, channels, list(mean), list(std), batch_size, num_workers, seed,
                            split_seed, val_fraction, test_fraction, augment)
 
 
-class SceneFolderData(HubDataModule):
+class SceneFolderData(ResidentImageData):
     """A user's folder of unlabelled images (searched recursively) for fine-tuning a slot autoencoder by
     reconstruction: resized to ``size`` x ``size`` RGB in [-1, 1] (the model's input), split at random by
     ``split_seed`` into train/val/test. Items are ``(image, 0)``: there are no instance masks, so the task
@@ -221,7 +206,7 @@ class SceneFolderData(HubDataModule):
         order = np.random.default_rng(self.split_seed).permutation(len(files))
         parts = np.split(order, [len(files) - num_val - num_test, len(files) - num_test])
         self.train_set, self.val_set, self.test_set = (
-            ImageFiles([files[i] for i in part], [0] * len(part), self.input_spec) for part in parts)
+            decode_split([(files[i], 0) for i in part], self.input_spec) for part in parts)
         self.info = {"source": str(self.root), "license": "the user's data",
                      "sizes": [len(part) for part in parts]}
 
@@ -283,113 +268,108 @@ def multi_shapes(train_size: int = 20_000, val_size: int = 500, test_size: int =
 
 
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CIFAR_LOCAL_SOURCE = "CIFAR-10, HUB_DATA_DIR/cifar10 (JPEG ImageFolder copy of the official splits)"
+CIFAR_SUBSET_PER_CLASS = 2000  # train/ of the local copy: the first 2000 images of each class (PROVENANCE.md)
 
 
-CIFAR_LOCAL_SOURCE = "CIFAR-10, HUB_DATA_DIR/cifar10 (JPEG ImageFolder copy: 20k balanced train, full test)"
+def _class_files(folder: Path) -> dict[str, list[Path]]:
+    return {c.name: sorted(f for f in c.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
+            for c in sorted(folder.iterdir()) if c.is_dir()}
 
 
-class Transformed(Dataset):
-    """Applies ``transform`` to the image of each (image, label) item of ``base``."""
-
-    def __init__(self, base: Dataset, transform):
-        self.base, self.transform = base, transform
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, i):
-        image, label = self.base[i]
-        return self.transform(image), label
+def _array_images(pixels: np.ndarray, spec: dict[str, Any]) -> torch.Tensor:
+    """uint8 ``(N, H, W[, C])`` arrays -> uint8 ``(N, C, H, W)`` at ``spec``'s size and channels (converted as at
+    predict time, :func:`vision.io.image_pixels`; arrays of the spec's shape are taken as they are)."""
+    h, w, c = spec["height"], spec["width"], spec["channels"]
+    if pixels.shape[1:3] == (h, w) and (pixels.shape[3:] or (1,))[0] == c:  # already the spec's pixels
+        return torch.from_numpy(np.ascontiguousarray(pixels.reshape(len(pixels), h, w, c))).permute(0, 3, 1, 2)
+    return torch.stack([torch.from_numpy(image_pixels(p, spec)).permute(2, 0, 1) for p in pixels])
 
 
-class ConvertMode:
-    """PIL mode conversion (``"L"`` grey, ``"RGB"``) as a picklable transform."""
-
-    def __init__(self, channels: int):
-        self.mode = {1: "L", 3: "RGB"}[channels]
-
-    def __call__(self, image):
-        return image.convert(self.mode)
-
-
-def _transforms(size: int, channels: int, mean: list[float], std: list[float], augment: bool, native: int):
-    common = [ConvertMode(channels)]
-    resize = [T.Resize(size, antialias=True)] if size != native else []
-    tail = [T.ToTensor(), T.Normalize(mean, std)]
-    if not augment:
-        return T.Compose(common + resize + tail), T.Compose(common + resize + tail)
-    train = [T.RandomCrop(native, padding=native // 8), T.RandomHorizontalFlip()]
-    return T.Compose(common + train + resize + tail), T.Compose(common + resize + tail)
-
-
-class Cifar10Data(HubDataModule):
+class Cifar10Data(ResidentImageData):
     def __init__(self, batch_size: int, num_workers: int, seed: int, split_seed: int, val_fraction: float,
-                 img_size: int, augment: bool, train_subset: int | None):
+                 img_size: int, augment: bool, train_subset: int | None, full_train: bool, translate: int,
+                 cutout: int):
         super().__init__(batch_size, num_workers, seed)
         self.split_seed, self.val_fraction, self.img_size = split_seed, val_fraction, img_size
-        self.augment, self.train_subset = augment, train_subset
+        self.train_subset, self.full_train = train_subset, full_train
+        self.augment = BatchAugment(translate=translate, cutout=cutout) if augment else None
+
+    def _local(self, root: Path, spec: dict[str, Any]):
+        folders = ["train", "train_rest"] if self.full_train else ["train"]
+        if self.full_train and not (root / "train_rest").is_dir():
+            raise DatasetUnavailable("cifar10", f"data.args.full_train needs all 50,000 training images: {root} has "
+                                                "train/ but no train_rest/ (see its PROVENANCE.md)")
+        splits = {"train": [_class_files(root / f) for f in folders], "test": [_class_files(root / "test")]}
+        classes = sorted(splits["train"][0])
+        items = {s: [(f, i) for found in parts for i, c in enumerate(classes) for f in found[c]]
+                 for s, parts in splits.items()}
+        images = {s: decode_split(items[s], spec) for s in items}
+        return images["train"], images["test"], classes, CIFAR_LOCAL_SOURCE
+
+    def _downloaded(self, root: Path, spec: dict[str, Any]):
+        cache = download_dir() / "cifar10-python"
+        if is_offline() and not (cache / "cifar-10-batches-py").is_dir():
+            raise DatasetUnavailable("cifar10", f"CIFAR-10 is neither in {root} nor in {cache} and "
+                                                "HUB_OFFLINE=1 forbids downloading")
+        try:
+            train = tv_datasets.CIFAR10(cache, train=True, download=True)
+            test = tv_datasets.CIFAR10(cache, train=False, download=True)
+        except (OSError, RuntimeError) as err:
+            raise DatasetUnavailable("cifar10", f"CIFAR-10 is not in {root} (expected train/<class>/ and "
+                                                f"test/<class>/ there; set HUB_DATA_DIR) and downloading "
+                                                f"{CIFAR_URL} failed: {err}") from err
+        labels = np.asarray(train.targets)
+        keep = np.arange(len(labels)) if self.full_train else np.sort(np.concatenate(
+            [np.flatnonzero(labels == c)[:CIFAR_SUBSET_PER_CLASS] for c in range(10)]))
+        sets = [ResidentImages(_array_images(d.data[k], spec), np.asarray(d.targets)[k], spec["mean"], spec["std"])
+                for d, k in ((train, keep), (test, np.arange(len(test.targets))))]
+        return *sets, list(train.classes), f"{CIFAR_URL} (MD5-checked by torchvision)"
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
         root = data_dir() / "cifar10"
-        if (root / "train").is_dir() and (root / "test").is_dir():
-            train_base, test_base = tv_datasets.ImageFolder(root / "train"), tv_datasets.ImageFolder(root / "test")
-            classes, source = train_base.classes, CIFAR_LOCAL_SOURCE
-        else:
-            cache = download_dir() / "cifar10-python"
-            if is_offline() and not (cache / "cifar-10-batches-py").is_dir():
-                raise DatasetUnavailable("cifar10", f"CIFAR-10 is neither in {root} nor in {cache} and "
-                                                    "HUB_OFFLINE=1 forbids downloading")
-            try:
-                train_base = tv_datasets.CIFAR10(cache, train=True, download=True)
-                test_base = tv_datasets.CIFAR10(cache, train=False, download=True)
-            except (OSError, RuntimeError) as err:
-                raise DatasetUnavailable("cifar10", f"CIFAR-10 is not in {root} (expected train/<class>/ and "
-                                                    f"test/<class>/ there; set HUB_DATA_DIR) and downloading "
-                                                    f"{CIFAR_URL} failed: {err}") from err
-            classes, source = train_base.classes, f"{CIFAR_URL} (MD5-checked by torchvision)"
-        labels = np.array([label for _, label in train_base.samples] if hasattr(train_base, "samples")
-                          else train_base.targets)
+        spec = image_spec(self.img_size, self.img_size, 3, CIFAR_MEAN, CIFAR_STD)
+        local = (root / "train").is_dir() and (root / "test").is_dir()
+        train, test, classes, source = self._local(root, spec) if local else self._downloaded(root, spec)
+        labels = train.labels.numpy()
         train_idx, val_idx = stratified_split(labels, (1 - self.val_fraction, self.val_fraction), self.split_seed)
         if self.train_subset:
             train_idx = np.sort(np.random.default_rng(self.split_seed).permutation(train_idx)[: self.train_subset])
-        train_tf, eval_tf = _transforms(self.img_size, 3, CIFAR_MEAN, CIFAR_STD, self.augment, 32)
-        self.train_set = Transformed(Subset(train_base, train_idx), train_tf)
-        self.val_set = Transformed(Subset(train_base, val_idx), eval_tf)
-        self.test_set = Transformed(test_base, eval_tf)
+        self.train_set, self.val_set = (train.subset(torch.from_numpy(i)) for i in (train_idx, val_idx))
+        self.test_set = test
         self.num_classes, self.label_names = 10, list(classes)
-        self.input_spec = image_spec(self.img_size, self.img_size, 3, CIFAR_MEAN, CIFAR_STD)
+        self.input_spec = spec
         self.info = {"source": source, "license": "none stated by the CIFAR-10 authors",
-                     "sizes": [len(train_idx), len(val_idx), len(test_base)]}
+                     "sizes": [len(train_idx), len(val_idx), len(test)]}
 
 
 @register_dataset(task="classification")
 def cifar10(batch_size: int = 128, num_workers: int = 2, seed: int = 0, split_seed: int = 0,
             val_fraction: float = 0.1, img_size: int = 32, augment: bool = True,
-            train_subset: int | None = None) -> Cifar10Data:
-    """CIFAR-10: 32x32 colour images of 10 classes; a stratified validation part carved from train."""
-    return Cifar10Data(batch_size, num_workers, seed, split_seed, val_fraction, img_size, augment, train_subset)
+            train_subset: int | None = None, full_train: bool = False, translate: int = 4,
+            cutout: int = 0) -> Cifar10Data:
+    """CIFAR-10: 32x32 colour images of 10 classes; a stratified validation part carved from train.
+
+    Args:
+        full_train: all 50,000 official training images (the local copy's ``train/`` and ``train_rest/``); by
+            default the 20,000 of ``train/`` (2,000 per class), which the earlier tags were trained on.
+        augment: flips and translations of up to ``translate`` pixels (reflect padding), plus a ``cutout``
+            square when > 0, drawn per image on the training batch (:class:`vision.resident.BatchAugment`).
+        num_workers: not used (kept so older recipes load): the images are decoded once and held in memory.
+    """
+    return Cifar10Data(batch_size, num_workers, seed, split_seed, val_fraction, img_size, augment, train_subset,
+                       full_train, translate, cutout)
 
 
-class NpzImages(Dataset):
-    def __init__(self, images: np.ndarray, labels: np.ndarray, transform):
-        self.images, self.labels, self.transform = images, labels, transform
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, i):
-        from PIL import Image
-
-        return self.transform(Image.fromarray(self.images[i])), int(self.labels[i])
-
-
-class BreastMnistData(HubDataModule):
+class BreastMnistData(ResidentImageData):
     def __init__(self, batch_size: int, num_workers: int, seed: int, img_size: int, channels: int, augment: bool,
                  mean: list[float], std: list[float]):
         super().__init__(batch_size, num_workers, seed)
-        self.img_size, self.channels, self.augment, self.mean, self.std = img_size, channels, augment, mean, std
+        self.img_size, self.channels, self.mean, self.std = img_size, channels, mean, std
+        # flips and shifts of up to an eighth of the side (3 pixels at 28)
+        self.augment = BatchAugment(translate=max(1, round(img_size * 3 / 28))) if augment else None
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -400,21 +380,20 @@ class BreastMnistData(HubDataModule):
                                                     "Zenodo record 10519652, MD5 750601b1f35ba3300ea97c75c52ff8f6) "
                                                     "into that folder or set HUB_DATA_DIR")
         arrays = np.load(path)  # plain arrays; np.load refuses pickled objects by default
-        train_tf, eval_tf = _transforms(self.img_size, self.channels, self.mean, self.std, self.augment, 28)
-        split = {s: (arrays[f"{s}_images"], arrays[f"{s}_labels"].reshape(-1)) for s in ("train", "val", "test")}
-        self.train_set = NpzImages(*split["train"], train_tf)
-        self.val_set = NpzImages(*split["val"], eval_tf)
-        self.test_set = NpzImages(*split["test"], eval_tf)
-        self.num_classes, self.label_names = 2, ["malignant", "normal_or_benign"]
         self.input_spec = image_spec(self.img_size, self.img_size, self.channels, self.mean, self.std)
+        self.train_set, self.val_set, self.test_set = (
+            ResidentImages(_array_images(arrays[f"{s}_images"], self.input_spec), arrays[f"{s}_labels"].reshape(-1),
+                           self.mean, self.std) for s in ("train", "val", "test"))
+        self.num_classes, self.label_names = 2, ["malignant", "normal_or_benign"]
         self.info = {"source": "MedMNIST v2 breastmnist.npz (official 7:1:2 split)", "license": "CC BY 4.0",
-                     "sizes": [len(split[s][1]) for s in ("train", "val", "test")]}
+                     "sizes": [len(d) for d in (self.train_set, self.val_set, self.test_set)]}
 
 
 @register_dataset(task="classification")
 def breastmnist(batch_size: int = 64, num_workers: int = 0, seed: int = 0, img_size: int = 28, channels: int = 1,
                 augment: bool = True, mean: list[float] = (0.5,), std: list[float] = (0.5,)) -> BreastMnistData:
-    """BreastMNIST: 780 breast ultrasound images, 28x28 grey, malignant vs normal/benign (resizable, grey->RGB)."""
+    """BreastMNIST: 780 breast ultrasound images, 28x28 grey, malignant vs normal/benign (resizable, grey->RGB);
+    training batches flipped and shifted by up to an eighth of the side (``augment``)."""
     if len(mean) != channels or len(std) != channels:
         raise DataError(f"expected {channels} values in data.args.mean and data.args.std, "
                         f"got {len(mean)} and {len(std)}")

@@ -36,13 +36,12 @@ def read_image(path: str | Path, spec: dict[str, Any]) -> torch.Tensor:
     return image_tensor(open_image(path, spec), spec)
 
 
-def image_tensor(image, spec: dict[str, Any]) -> torch.Tensor:
-    """An image as the ``(C, H, W)`` tensor a model with ``spec`` takes: ``image`` is a file path, a PIL image or
-    an ``(H, W)`` / ``(H, W, C)`` uint8 array (0-255, as image files hold pixels).
+def image_pixels(image, spec: dict[str, Any]) -> np.ndarray:
+    """An image as the uint8 ``(H, W, C)`` pixels a model with ``spec`` takes, before normalisation: ``image`` is a
+    file path, a PIL image or an ``(H, W)`` / ``(H, W, C)`` uint8 array (0-255, as image files hold pixels).
 
-    Conversions (documented, not errors): RGB to grey (ITU-R 601 luma) or grey to RGB as the spec
-    asks; a different size is resized bilinearly; then ``(x / 255 - mean) / std``.
-    """
+    Conversions (documented, not errors): RGB to grey (ITU-R 601 luma) or grey to RGB as the spec asks; a different
+    size is resized bilinearly (Pillow)."""
     from PIL import Image
 
     if isinstance(image, (str, Path)):
@@ -57,8 +56,15 @@ def image_tensor(image, spec: dict[str, Any]) -> torch.Tensor:
     image = image.convert("L" if spec["channels"] == 1 else "RGB")
     if image.size != (spec["width"], spec["height"]):
         image = image.resize((spec["width"], spec["height"]), Image.BILINEAR)
-    array = np.asarray(image, dtype=np.float32) / 255.0
-    tensor = torch.from_numpy(array).reshape(array.shape[0], array.shape[1], -1).permute(2, 0, 1)  # (C, H, W)
+    array = np.array(image, dtype=np.uint8)  # a writable copy
+    return array.reshape(array.shape[0], array.shape[1], -1)  # (H, W, C)
+
+
+def image_tensor(image, spec: dict[str, Any]) -> torch.Tensor:
+    """An image as the ``(C, H, W)`` tensor a model with ``spec`` takes: :func:`image_pixels`, then
+    ``(x / 255 - mean) / std``."""
+    array = image_pixels(image, spec).astype(np.float32) / 255.0
+    tensor = torch.from_numpy(array).permute(2, 0, 1)  # (H, W, C) -> (C, H, W)
     mean = torch.tensor(spec["mean"]).view(-1, 1, 1)
     std = torch.tensor(spec["std"]).view(-1, 1, 1)
     return (tensor - mean) / std

@@ -23,7 +23,8 @@ def parameter_groups(model: torch.nn.Module, cfg: OptimizerSection, classifier: 
     (``decay_all``: on every parameter). The learning rate of a parameter outside ``classifier`` (the family's
     classifier prefix, e.g. ``head``) is ``cfg.lr * cfg.backbone_lr_scale``; with ``cfg.layer_decay`` it is further
     scaled by ``layer_decay ** (layers above it)``, the layers of timm's ``group_matcher`` (layer-wise decay as in
-    BEiT, through timm's ``group_parameters``)."""
+    BEiT, through timm's ``group_parameters``). With ``cfg.norm_lr_scale``, the parameters of normalisation layers
+    learn that much faster and are decayed at ``weight_decay / norm_lr_scale`` (airbench's bias scaler)."""
     layers: dict[str, int] = {}
     if cfg.layer_decay is not None:
         if not hasattr(model, "group_matcher"):
@@ -33,6 +34,7 @@ def parameter_groups(model: torch.nn.Module, cfg: OptimizerSection, classifier: 
 
         layers = group_parameters(model, model.group_matcher(coarse=False), reverse=True)
     top = max(layers.values(), default=0)
+    norms = {id(p) for m in model.modules() if isinstance(m, NORM_LAYERS) for p in m.parameters(recurse=False)}
     groups: dict[tuple[bool, float], dict[str, Any]] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:
@@ -41,10 +43,16 @@ def parameter_groups(model: torch.nn.Module, cfg: OptimizerSection, classifier: 
         in_classifier = classifier is not None and (name + ".").startswith(classifier + ".")
         layers_above = top - layers.get(name, top)
         scale = 1.0 if in_classifier else cfg.backbone_lr_scale * (cfg.layer_decay or 1.0) ** layers_above
-        group = groups.setdefault((decay, scale), {"params": [], "weight_decay": cfg.weight_decay if decay else 0.0,
-                                                   "lr": cfg.lr * scale})
+        weight_decay = cfg.weight_decay if decay else 0.0
+        if id(param) in norms and cfg.norm_lr_scale != 1.0:  # airbench: norm biases faster, decayed as much per step
+            scale, weight_decay = scale * cfg.norm_lr_scale, cfg.weight_decay / cfg.norm_lr_scale
+        group = groups.setdefault((weight_decay, scale), {"params": [], "weight_decay": weight_decay,
+                                                          "lr": cfg.lr * scale})
         group["params"].append(param)
     return list(groups.values())
+
+
+NORM_LAYERS = (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
 
 
 def seed_all(seed: int) -> None:
@@ -131,15 +139,16 @@ class HubModule(pl.LightningModule):
             return optimizer
         steps_per_epoch = max(1, math.ceil(self.trainer.estimated_stepping_batches / self.trainer.max_epochs))
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = sched.warmup_epochs * steps_per_epoch
+        warmup = round(sched.warmup_epochs * steps_per_epoch)
 
         def factor(step: int) -> float:
             if step < warmup:
-                return (step + 1) / warmup
+                return sched.warmup_start_ratio + (1 - sched.warmup_start_ratio) * (step + 1) / warmup
             if sched.name == "step":
                 return sched.gamma ** ((step // steps_per_epoch) // sched.step_size)
             progress = min(1.0, (step - warmup) / max(1, total - warmup))
-            return sched.min_lr_ratio + (1 - sched.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+            decay = 1 - progress if sched.name == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
+            return sched.min_lr_ratio + (1 - sched.min_lr_ratio) * decay
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -29,7 +29,7 @@ from hub.errors import RecipeError, TrainingError
 from hub.ood import fit_and_store
 from hub.recipe import Recipe, load_recipe
 from hub.registry import get_dataset_entry, get_model_entry
-from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, RunRecorder
+from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, Lookahead, RunRecorder
 from hub.run.evaluate import single_device_trainer
 from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
 from hub.run.module import HubModule, seed_all
@@ -73,6 +73,33 @@ def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
     if recipe.model.freeze_backbone:
         freeze_backbone(model, entry.classifier, recipe.model.name, fresh)
     return model
+
+
+DATA_INIT_ITEMS = 5000  # training inputs given to a model's initialize_from_data
+
+
+def training_images(datamodule, count: int = DATA_INIT_ITEMS) -> torch.Tensor:
+    """The first ``count`` training inputs as the model takes them, unaugmented (the OOD statistics' loader)."""
+    loader = getattr(datamodule, "statistics_dataloader", datamodule.train_dataloader)
+    batches, seen = [], 0
+    for x, _ in loader():
+        batches.append(x)
+        seen += len(x)
+        if seen >= count:
+            break
+    return torch.cat(batches)[:count]
+
+
+def build_task(recipe: Recipe, datamodule) -> Task:
+    """The data's task, with the recipe's ``task`` keys that differ from their defaults (e.g. label smoothing)."""
+    options = recipe.task.model_dump(exclude_defaults=True)
+    try:
+        return create_task(datamodule.task, **datamodule.task_args(), **options)
+    except TypeError:
+        if not options:
+            raise
+        raise RecipeError(f"key 'task.{next(iter(options))}': the data's task '{datamodule.task}' does not take it "
+                          f"(set in the recipe: {options})") from None
 
 
 def freeze_backbone(model: torch.nn.Module, classifier: str | None, family: str, fresh: set[str] = frozenset()) -> None:
@@ -147,6 +174,8 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
     ]
     if cfg.ema_decay is not None:
         callbacks.append(EMAWeights(decay=cfg.ema_decay))
+    if cfg.lookahead:
+        callbacks.append(Lookahead())
     if cfg.early_stopping.patience is not None:
         callbacks.append(EarlyStopping(monitor=JointImprovement.IMPROVED if joint else monitor, mode=mode,
                                        patience=cfg.early_stopping.patience,
@@ -226,7 +255,9 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     seed_all(recipe.seed)
     datamodule = build_data(recipe)
     model = build_model(recipe, datamodule)
-    task = create_task(datamodule.task, **datamodule.task_args())
+    if resume_dir is None and not recipe.model.init_from and hasattr(model, "initialize_from_data"):
+        model.initialize_from_data(training_images(datamodule))  # e.g. airbench's whitening filters
+    task = build_task(recipe, datamodule)
     data_callbacks = datamodule.callbacks(model)
 
     if resume_dir is not None:

@@ -1,2 +1,9 @@
 """The vision model families, one per module (importing registers them)."""
-from vision.models import coat, halonet, resnet_cbam, slot_autoencoder, vit  # noqa: F401  (registers the families)
+from vision.models import (  # noqa: F401  (registers the families)
+    airbench_cbam,
+    coat,
+    halonet,
+    resnet_cbam,
+    slot_autoencoder,
+    vit,
+)
