@@ -52,14 +52,16 @@ class Lookahead(pl.Callback):
     def _tensors(self, pl_module) -> list[torch.Tensor]:
         return [t for t in pl_module.state_dict().values() if t.is_floating_point()]
 
+    def on_train_start(self, trainer, pl_module):
+        if self.slow is None:  # a fresh run starts the slow copy at the initial weights; a resumed one restored it
+            self.slow = [t.detach().clone() for t in self._tensors(pl_module)]
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step, total = trainer.global_step, max(1, int(trainer.estimated_stepping_batches))
         last = step >= total
         if step % self.every and not last:
             return
         fast = self._tensors(pl_module)
-        if self.slow is None:
-            self.slow = [t.detach().clone() for t in fast]
         decay = 1.0 if last else self.base ** self.every * (step / total) ** 3
         with torch.no_grad():
             for slow, weights in zip(self.slow, fast):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,20 @@ def parameter_groups(model: torch.nn.Module, cfg: OptimizerSection, classifier: 
                                                           "lr": cfg.lr * scale})
         group["params"].append(param)
     return list(groups.values())
+
+
+def lr_factor(sched: SchedulerSection, step: int, steps_per_epoch: int, total_steps: int) -> float:
+    """The learning rate's factor at optimizer ``step`` (from 0): a linear warmup from ``warmup_start_ratio`` over
+    ``warmup_epochs`` epochs' worth of steps (rounded), then a cosine or linear decay to ``min_lr_ratio`` at
+    ``total_steps``, or a step decay by ``gamma`` every ``step_size`` epochs."""
+    warmup = round(sched.warmup_epochs * steps_per_epoch)
+    if step < warmup:
+        return sched.warmup_start_ratio + (1 - sched.warmup_start_ratio) * (step + 1) / warmup
+    if sched.name == "step":
+        return sched.gamma ** ((step // steps_per_epoch) // sched.step_size)
+    progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+    decay = 1 - progress if sched.name == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
+    return sched.min_lr_ratio + (1 - sched.min_lr_ratio) * decay
 
 
 NORM_LAYERS = (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
@@ -139,17 +154,7 @@ class HubModule(pl.LightningModule):
             return optimizer
         steps_per_epoch = max(1, math.ceil(self.trainer.estimated_stepping_batches / self.trainer.max_epochs))
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = round(sched.warmup_epochs * steps_per_epoch)
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return sched.warmup_start_ratio + (1 - sched.warmup_start_ratio) * (step + 1) / warmup
-            if sched.name == "step":
-                return sched.gamma ** ((step // steps_per_epoch) // sched.step_size)
-            progress = min(1.0, (step - warmup) / max(1, total - warmup))
-            decay = 1 - progress if sched.name == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
-            return sched.min_lr_ratio + (1 - sched.min_lr_ratio) * decay
-
+        factor = partial(lr_factor, sched, steps_per_epoch=steps_per_epoch, total_steps=total)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 

@@ -397,3 +397,78 @@ def test_init_from_trains_the_classifier_fresh_for_as_many_classes_under_other_n
     assert fresh == {"head.weight", "head.bias"}
     assert all(torch.equal(v, pretrained[k]) for k, v in other.state_dict().items() if not k.startswith("head."))
     assert not torch.equal(other.state_dict()["head.weight"], pretrained["head.weight"])
+
+
+def test_norm_layers_learn_faster_and_decay_as_much_per_step_with_norm_lr_scale():
+    from hub.recipe import OptimizerSection
+    from hub.run.module import parameter_groups
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    groups = parameter_groups(model, OptimizerSection(lr=0.5, weight_decay=0.01, norm_lr_scale=64), None)
+    by_param = {id(p): (g["lr"], g["weight_decay"]) for g in groups for p in g["params"]}
+    assert by_param[id(model[0].weight)] == pytest.approx((0.5, 0.01))
+    assert by_param[id(model[1].bias)] == pytest.approx((32.0, 0.01 / 64))  # lr * wd unchanged: airbench's scaler
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("linear", [1.0, 0.75, 0.5, 0.25, 0.0]),  # airbench's triangle: 0.2 -> 1 over the warmup -> 0
+    ("cosine", [1.0, 0.8535534, 0.5, 0.1464466, 0.0]),
+])
+def test_lr_factor_warms_up_from_its_start_ratio_over_fractional_epochs_then_decays(name, expected):
+    from hub.recipe import SchedulerSection
+    from hub.run.module import lr_factor
+
+    sched = SchedulerSection(name=name, warmup_epochs=1.5, warmup_start_ratio=0.2)  # 1.5 x 2 steps: 3 steps
+    factors = [lr_factor(sched, step, steps_per_epoch=2, total_steps=7) for step in range(8)]
+    assert factors[:3] == pytest.approx([0.2 + 0.8 / 3, 0.2 + 1.6 / 3, 1.0])
+    assert factors[3:] == pytest.approx(expected)
+
+
+def test_lookahead_pulls_towards_slow_weights_on_its_schedule_and_resumes_from_its_state():
+    from types import SimpleNamespace
+
+    from hub.run.callbacks import Lookahead
+
+    module, trainer = torch.nn.Linear(3, 2), SimpleNamespace(global_step=0, estimated_stepping_batches=10)
+    lookahead = Lookahead(every=5, base=0.9)
+    lookahead.on_train_start(trainer, module)
+    start = module.weight.detach().clone()
+    for step in range(1, 6):
+        with torch.no_grad():
+            module.weight.add_(1.0)  # a "training step"
+        trainer.global_step = step
+        lookahead.on_train_batch_end(trainer, module, None, None, step - 1)
+    decay = 0.9 ** 5 * 0.5 ** 3  # at step 5 of 10
+    torch.testing.assert_close(module.weight, start + 5 * (1 - decay))
+    restored = Lookahead(every=5, base=0.9)
+    restored.load_state_dict(lookahead.state_dict())
+    twin = torch.nn.Linear(3, 2)
+    twin.load_state_dict(module.state_dict())
+    trainer.global_step = 10  # the last step: both end on their slow weights
+    for callback, model in ((lookahead, module), (restored, twin)):
+        callback.on_train_batch_end(trainer, model, None, None, 9)
+        torch.testing.assert_close(model.weight, callback.slow[0])
+    torch.testing.assert_close(module.weight, twin.weight, rtol=0, atol=0)
+
+
+def test_lookahead_run_checkpoints_its_slow_weights(repo, tmp_path):
+    run = _train(repo, tmp_path, ["trainer.lookahead=true", "task.label_smoothing=0.1"])
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    slow = next(v for k, v in ckpt["callbacks"].items() if k.startswith("Lookahead"))["slow"]
+    weights = [v for v in ckpt["state_dict"].values() if v.is_floating_point()]
+    assert len(slow) == len(weights) and all(torch.equal(s, w) for s, w in zip(slow, weights))
+
+
+def test_a_task_option_the_datas_task_does_not_take_is_a_recipe_error():
+    from types import SimpleNamespace
+
+    from hub.recipe import Recipe
+    from hub.run.train import build_task
+
+    recipe = Recipe.model_validate({"model": {"name": "vit_digits"}, "data": {"name": "sklearn_digits"},
+                                    "task": {"label_smoothing": 0.1}})
+    classes = SimpleNamespace(task="classification", task_args=lambda: {"num_classes": 3})
+    assert build_task(recipe, classes).label_smoothing == 0.1
+    values = SimpleNamespace(task="regression", task_args=lambda: {})
+    with pytest.raises(RecipeError, match="task.label_smoothing.*'regression' does not take it"):
+        build_task(recipe, values)
