@@ -47,7 +47,8 @@ def vit_attention(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 
 def attention_rollout(attentions: list[torch.Tensor], num_prefix_tokens: int, grid: tuple[int, int]) -> torch.Tensor:
     """Rollout: head-averaged attention plus identity (the residual), row-normalised, multiplied over
-    the blocks; the class token's row over the patches is the map.
+    the blocks; the class token's row over the patches is the map (without a class token, e.g. a pooled CCT: the
+    mean row, how much each patch reaches all tokens).
 
     Shapes: attentions: L x (B, heads, N, N) -> (B, grid_h, grid_w), each map scaled to [0, 1].
     """
@@ -57,7 +58,7 @@ def attention_rollout(attentions: list[torch.Tensor], num_prefix_tokens: int, gr
         mixed = mixed + torch.eye(mixed.shape[-1], dtype=mixed.dtype, device=mixed.device)
         mixed = mixed / mixed.sum(-1, keepdim=True)
         rollout = mixed if rollout is None else mixed @ rollout
-    cls_to_patches = rollout[:, 0, num_prefix_tokens:]  # (B, N - prefix)
+    cls_to_patches = rollout[:, 0, num_prefix_tokens:] if num_prefix_tokens else rollout.mean(1)  # (B, N - prefix)
     maps = cls_to_patches.reshape(-1, *grid)  # (B, N - prefix) -> (B, gh, gw)
     low = maps.flatten(1).min(-1).values.view(-1, 1, 1)
     high = maps.flatten(1).max(-1).values.view(-1, 1, 1)

@@ -8,10 +8,10 @@ from hub.errors import DataError, HubError
 from hub.testing import assert_overfits, params_without_grad
 
 SMALL = ["vit_micro_patch4_32", "coat_lite_micro_32", "resnet_cbam_micro_32", "halonet_micro_32",
-         "airbench_cbam_micro_32"]
+         "airbench_cbam_micro_32", "cct_2_3x2_32"]
 
 
-LARGE = ["vit_tiny_patch4_32", "coat_lite_tiny_32", "resnet_cbam18_32", "airbench_cbam_32"]
+LARGE = ["vit_tiny_patch4_32", "coat_lite_tiny_32", "resnet_cbam18_32", "airbench_cbam_32", "cct_7_3x1_32"]
 
 
 @pytest.mark.parametrize("name", SMALL + LARGE)
