@@ -56,11 +56,13 @@ def _finetune_rows(name: str, data: Path, described: str, overrides: list[str], 
             f"{', '.join(map(str, seeds))} |"]
 
 
-def vision(work: Path, seeds: list[int]) -> list[str]:
+VISION_TAGS = ("airbench_cbam_32.cifar10", "resnet_cbam_micro_32.cifar10", "coat_lite_micro_32.cifar10")
+
+
+def vision(work: Path, seeds: list[int], tags: tuple[str, ...] = VISION_TAGS) -> list[str]:
     """BreastMNIST (the official npz) as PNG class folders: train/ 100 images per class (the first of the official
-    train split), val/ and test/ the official ones; resnet_cbam_micro_32 and coat_lite_micro_32 fine-tuned from their
-    CIFAR-10 tags (32x32 RGB: the 28x28 grey images are converted) with the fine-tune policy's defaults, vs logistic
-    regression on pixels."""
+    train split), val/ and test/ the official ones; each of ``tags`` (CIFAR-10 tags: 32x32 RGB, the 28x28 grey
+    images are converted) fine-tuned with the fine-tune policy's defaults, vs logistic regression on pixels."""
     from PIL import Image
 
     arrays = np.load(data_dir() / "medmnist" / "breastmnist.npz")
@@ -75,8 +77,7 @@ def vision(work: Path, seeds: list[int]) -> list[str]:
                 Image.fromarray(images[i]).save(root / split / name / f"{split}_{i}.png")
     described = "BreastMNIST PNG folders: 100 train images per class, official val (78) and test (156)"
     overrides = ["trainer.accelerator=cpu"]  # the fine-tune policy's defaults: --policy auto, at most 30 epochs
-    rows = [row for tag in ("resnet_cbam_micro_32.cifar10", "coat_lite_micro_32.cifar10")
-            for row in _finetune_rows(tag, root, described, overrides, seeds, work)]
+    rows = [row for tag in tags for row in _finetune_rows(tag, root, described, overrides, seeds, work)]
     return [*rows, _pixel_gbdt_row(arrays, described, seeds)]
 
 

@@ -2,7 +2,7 @@
 
 ``hub/index.json`` lets :mod:`hub.registry` import only the domain a name needs, and lets ``attnhub list``
 and ``attnhub info`` answer from JSON without importing torch-heavy domain packages. It is generated from
-the registry itself; ``tests/test_registry.py`` fails when it is out of date. Regenerate it with::
+the registry itself; ``tests/unit/test_registry.py`` fails when it is out of date. Regenerate it with::
 
     python -m hub.index
 """

@@ -1,6 +1,6 @@
 """User files broken at random (hypothesis): every reader of user data either accepts the file with
 finite values or raises a DataError that names the file, never an exception from deep inside pandas,
-csv, PIL or torch (README, reliability point 9).
+csv, PIL or torch (docs/reliability.md, row 14).
 
 A corruption is one of: a cell replaced by a blank, nan, inf, a word or an overflowing number; a
 column dropped; the file cut short; random bytes (often not UTF-8); an empty file.
