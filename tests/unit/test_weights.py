@@ -254,13 +254,13 @@ def test_dataset_downloads_go_to_the_cache_not_to_the_data_dir(tmp_path, monkeyp
     written) under HUB_CACHE."""
     from audio.data import FSDD_COMMIT, find_fsdd
     from hub.errors import DatasetUnavailable
-    from vision.data import Cifar10Data
+    from vision.data import cifar10
 
     monkeypatch.setenv("HUB_DATA_DIR", str(tmp_path / "shared"))
     monkeypatch.setenv("HUB_OFFLINE", "1")
     cache = tmp_path / "cache" / "data"
     with pytest.raises(DatasetUnavailable, match=re.escape(str(cache / "cifar10-python"))):
-        Cifar10Data(8, 0, 0, 0, 0.1, 32, False, None).setup()
+        cifar10(batch_size=8, num_workers=0, augment=False).setup()
     fsdd_cache = cache / f"fsdd-{FSDD_COMMIT[:7]}" / "recordings"
     fsdd_cache.mkdir(parents=True)
     assert find_fsdd() == fsdd_cache.parent
