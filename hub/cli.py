@@ -88,22 +88,32 @@ def cmd_train(args) -> int:
     return 0
 
 
+def _print_policy(choice: dict) -> None:
+    """The candidates a fine-tune trained (``metrics.json``'s ``policy``), their validation metric, and which was
+    kept: the run folder printed next, the one to pass to ``predict``."""
+    print(f"fine-tune policy: {choice['chosen']} kept on the validation split (asked: {choice['asked']}); its run "
+          "folder, below, is the one to pass to predict. Candidates:")
+    for policy, c in choice["candidates"].items():
+        value = f"{c['metric']} {c['value']:.4f}" if c["value"] is not None else "not measured"
+        notes = (", still improving at its last epoch" if c["still_improving"] else "") + \
+            (", kept" if policy == choice["chosen"] else "")
+        print(f"  {policy}: {value} after {c['epochs']} epochs{notes}, in {c['run']}")
+
+
 def cmd_finetune(args) -> int:
     from hub.finetune import finetune, format_comparison
     from hub.run.train import is_ddp_worker
 
     genes = [g.strip() for g in args.genes.split(",")] if args.genes else None
     run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
-                                   policy=args.policy, target=args.target, task=args.task, time=args.time,
-                                   event=args.event, genes=genes, outcomes=args.outcomes, label=args.label)
+                                   policy=args.policy, budget_minutes=args.budget_minutes, report=print,
+                                   target=args.target, task=args.task, time=args.time, event=args.event, genes=genes,
+                                   outcomes=args.outcomes, label=args.label)
     if is_ddp_worker():
         return 0
     summary = json.loads((run_dir / "metrics.json").read_text())
     if "policy" in summary:
-        choice = summary["policy"]
-        print(f"fine-tune policy: {choice['chosen']} (" + ", ".join(
-            f"{p}: {c['metric']} {c['value']:.4f} in {c['run']}" if c["value"] is not None else f"{p}: not measured"
-            for p, c in choice["candidates"].items()) + ")")
+        _print_policy(summary["policy"])
     _print_run(run_dir)
     if comparison is not None:
         print(format_comparison(run_dir, comparison, summary["test"][comparison["metric"]]))
@@ -299,12 +309,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "or a path (default: the folder's one file named Outcomes*, such as Outcomes-a.txt)")
     p.add_argument("--label", help="ICU stays: the 0/1 outcome column of the outcomes file (default: the card's, "
                    "In-hospital_death)")
-    p.add_argument("--policy", choices=("auto", "linear-probe", "full", "lp-ft"), default="auto",  # finetune.POLICIES
+    p.add_argument("--policy", choices=("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr"),
+                   default="auto",  # finetune.POLICIES
                    help="from a pretrained tag: 'linear-probe' trains the classifier alone; 'full' trains everything, "
                         "the backbone at a tenth of the learning rate (layer-wise decayed for timm models); 'lp-ft' "
-                        "trains a linear probe, then the full fine-tune from it; 'auto' (default) trains the linear "
-                        "probe and LP-FT (the full fine-tune for families without a classifier), each in its own run "
-                        "folder, and keeps the better on the validation split. A bare family trains from scratch")
+                        "trains a linear probe, then the full fine-tune from it; 'full-recipe-lr' trains everything at "
+                        "the card's own learning rate; 'auto' (default) trains the linear probe and LP-FT (the full "
+                        "fine-tune for families without a classifier), and from 50 training examples per class "
+                        "full-recipe-lr too, each in its own run folder, and keeps the best on the validation split. "
+                        "Each run's budget is printed before training. A bare family trains from scratch")
+    p.add_argument("--budget-minutes", type=float, default=30.0,  # finetune.FINETUNE_BUDGET_MINUTES
+                   help="from a pretrained tag: each run's time budget in minutes (default 30)")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
     p.add_argument("--no-progress", **no_progress)

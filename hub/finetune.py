@@ -1,13 +1,27 @@
 """Fine-tuning on the user's own data: a pretrained tag or run folder is trained further from its card's recipe on
 the data at a path, or a bare family is trained from its domain's default recipe; the run's test metrics are then
 set against the input kind's classical baseline fitted on the same split (HistGradientBoosting for tables, ...), and
-the comparison is kept in the run's ``metrics.json`` with the baseline's predictions beside it."""
+the comparison is kept in the run's ``metrics.json`` with the baseline's predictions beside it.
+
+From a pretrained tag, ``--policy auto`` picks its candidates by the size of the training split (:data:`AUTO_RULE`),
+counted once before training (:func:`count_training_data`): with fewer than 50 training examples per class, a
+linear probe and LP-FT; from 50 per class, also ``full-recipe-lr``, a full fine-tune at the card's own learning
+rate. A family without a classifier (no linear probe) trains ``full`` instead of the probe and LP-FT, and counts
+its training examples (rows, a graph's labelled nodes, sensor units, forecast windows) as one class. Each
+candidate trains into its own run folder within its budget, said before training: its most epochs
+(:data:`MAX_EPOCHS`), its time (:data:`FINETUNE_BUDGET_MINUTES`), and early stopping on the validation loss that
+waits for a third of the epochs (:func:`stopping_for`); the one with the better validation metric is kept
+(:func:`choose_policy`). Training from scratch is not among ``auto``'s candidates.
+"""
 from __future__ import annotations
 
 import csv
 import io
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
@@ -15,74 +29,173 @@ from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_se
 from hub.models import load, model_card
 from hub.recipe import Recipe, apply_overrides, validate_recipe
 from hub.registry import get_model_entry, is_run_path, split_name
-from hub.run.train import is_ddp_worker, train
+from hub.run.train import build_data, is_ddp_worker, train
 
-# Fine-tune policies for a pretrained tag on small data (``--policy``; ``auto`` trains each that applies and keeps
-# the one with the better validation metric): a linear probe (the classifier alone); a full fine-tune whose backbone
-# learns at a tenth of the classifier's rate, layer-wise decayed for models whose layers timm orders; and LP-FT
+# Fine-tune policies for a pretrained tag (``--policy``; ``auto`` trains the candidates of AUTO_RULE and keeps the
+# one with the better validation metric): a linear probe (the classifier alone); a full fine-tune whose backbone
+# learns at a tenth of the classifier's rate, layer-wise decayed for models whose layers timm orders; LP-FT
 # (Kumar et al., ICLR 2022, "Fine-Tuning can Distort Pretrained Features and Underperform Out-of-Distribution"): the
 # same full fine-tune started from the linear probe's run, so that the backbone is not pulled about by the gradients
-# of a random classifier in the first steps.
-POLICIES = ("auto", "linear-probe", "full", "lp-ft")
+# of a random classifier in the first steps; and full-recipe-lr, a full fine-tune at the card's own learning rate
+# (the backbone's too, not layer-wise decayed).
+POLICIES = ("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr")
 POLICY_OVERRIDES = {"linear-probe": ["model.freeze_backbone=true"], "full": ["optimizer.backbone_lr_scale=0.1"],
-                    "lp-ft": ["optimizer.backbone_lr_scale=0.1"]}
+                    "lp-ft": ["optimizer.backbone_lr_scale=0.1"],
+                    "full-recipe-lr": ["optimizer.backbone_lr_scale=1.0", "optimizer.layer_decay=null"]}
 LAYER_DECAY = 0.75  # BEiT's
-FINETUNE_MAX_EPOCHS, FINETUNE_PATIENCE = 30, 5  # small data: at most 30 epochs, stopped after 5 without progress
+LAYER_DECAYED = ("full", "lp-ft")  # the policies whose backbone learns at LAYER_DECAY ** (layers above)
+# auto's candidates by training examples per class (a classifier's training examples over its classes; else all its
+# training examples as one class): (from this many per class, the candidates of a family with a classifier, those of
+# one without); the last row the data reaches applies. A linear probe and LP-FT suit small data; on a medium image
+# folder (5,000 photos in 10 classes) coat_lite_micro_32.cifar10 reached 0.640 test accuracy fine-tuned whole at
+# its card's learning rate and 0.562 with LP-FT, whose backbone at a tenth of it was still underfitting.
+AUTO_RULE = ((0, ("linear-probe", "lp-ft"), ("full",)),
+             (50, ("linear-probe", "lp-ft", "full-recipe-lr"), ("full", "full-recipe-lr")))
+# each run's most epochs: the card's own max_epochs, at most these (a linear probe trains a few thousand weights)
+MAX_EPOCHS = {"linear-probe": 30, "full": 60, "lp-ft": 60, "full-recipe-lr": 60}
+FINETUNE_BUDGET_MINUTES = 30.0  # each run's time budget (trainer.max_minutes), unless finetune is given another
 FINETUNE_MONITOR = "val/loss"  # unless the card's recipe names its own (see finetune_recipe)
 
 
-def policies_for(name: str) -> list[str]:
-    """The policies ``auto`` tries for the tag or run ``name``: a linear probe and LP-FT, which starts from it, when
-    its family has a classifier to train alone; else the full fine-tune."""
-    return ["linear-probe", "lp-ft"] if get_model_entry(model_card(name).family).classifier else ["full"]
+def stopping_for(max_epochs: int) -> tuple[int, int]:
+    """Early stopping scaled to a run of at most ``max_epochs`` epochs: its patience (epochs without progress, at
+    least 5) and its minimum epochs (a third), so that a long schedule is not cut in its first plateau.
+
+    Args:
+        max_epochs: the run's most epochs.
+    """
+    return max(5, max_epochs // 6), max_epochs // 3
+
+
+def auto_candidates(per_class: float, classifier: bool) -> list[str]:
+    """The policies ``auto`` trains (:data:`AUTO_RULE`).
+
+    Args:
+        per_class: training examples per class (a family without a classifier: all its training examples).
+        classifier: whether the family has a classifier to train alone (a linear probe).
+    """
+    reached = [row for row in AUTO_RULE if per_class >= row[0]]
+    return list(reached[-1][1 if classifier else 2])
+
+
+def rule_text(classifier: bool, per_class: bool = True) -> str:
+    """:data:`AUTO_RULE` in words, e.g. "fewer than 50 training examples per class: linear-probe, lp-ft; 50 or
+    more: linear-probe, lp-ft, full-recipe-lr".
+
+    Args:
+        classifier: the rule's candidates for a family with a classifier, else for one without.
+        per_class: whether the examples are counted per class (a classifier's data).
+    """
+    unit = "training examples" + (" per class" if per_class else "")
+    bounds = [row[0] for row in AUTO_RULE[1:]]
+    parts = [f"fewer than {bounds[0]} {unit}"] + [f"{b} or more" for b in bounds]
+    return "; ".join(f"{part}: {', '.join(row[1 if classifier else 2])}" for part, row in zip(parts, AUTO_RULE))
+
+
+def count_training_data(recipe: Recipe) -> dict[str, Any]:
+    """What :data:`AUTO_RULE` counts in the training split of ``recipe``'s data, set up once for it (image decoding
+    is cached, so the training that follows reads the images again cheaply).
+
+    Args:
+        recipe: a fine-tune recipe (its data section).
+
+    Returns:
+        ``train`` (how many), ``counted`` (of what: examples, a graph's labelled nodes, sensor units, forecast
+        windows), ``classes`` (a classifier's; else None) and ``per_class`` (train over classes, else train).
+    """
+    datamodule = build_data(recipe)
+    info = datamodule.info
+    if "sizes" in info:  # [train, val, test]
+        train, counted = info["sizes"][0], "examples"
+    elif isinstance(info.get("split"), dict):  # a graph's labelled nodes per split
+        train, counted = info["split"]["train"], "nodes"
+    elif "units" in info:  # run-to-failure units per split
+        train, counted = len(info["units"]["train"]), "units"
+    elif "samples" in info:  # forecast windows per split
+        train, counted = info["samples"][0], "windows"
+    else:
+        raise HubError(f"{type(datamodule).__name__} reports no training size (its info has {sorted(info)}); "
+                       f"name a fine-tune policy other than auto: {list(POLICIES[1:])}")
+    classes = datamodule.num_classes if (datamodule.num_classes or 0) > 1 else None
+    return {"train": int(train), "counted": counted, "classes": classes,
+            "per_class": int(train) / classes if classes else float(train)}
 
 
 def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
-                    policy: str = "full", probe: Path | None = None, **options) -> Recipe:
-    """The recipe that fine-tunes ``name`` on the data at ``data``: a pretrained tag or run folder keeps its card's
-    resolved recipe, with a data section reading ``data``, ``model.init_from: name``, at most
-    :data:`FINETUNE_MAX_EPOCHS` epochs with early stopping (:data:`FINETUNE_PATIENCE` unless the card sets one) on
-    the validation loss (unless the card names another metric), no weight EMA, and
-    the ``policy``'s keys (:data:`POLICY_OVERRIDES`); ``"lp-ft"`` starts from ``probe`` instead, the run folder of
-    ``name``'s linear probe on the same data. A bare family takes its domain's default recipe (``policy`` is
-    not used). ``options`` (``target``, ``task``, ``time``, ``event``, ``genes``) go to the data section when given;
-    ``overrides`` (``key.path=value``) are applied last. The run goes under ``output_dir`` (default ``runs``), never
-    under a folder a card names (its publisher's machine)."""
+                    policy: str = "full", probe: Path | None = None,
+                    budget_minutes: float | None = FINETUNE_BUDGET_MINUTES, **options) -> Recipe:
+    """The recipe that fine-tunes ``name`` on the data at ``data``. A pretrained tag or run folder keeps its card's
+    resolved recipe, with a data section reading ``data``, ``model.init_from: name``, no weight EMA, the ``policy``'s
+    keys (:data:`POLICY_OVERRIDES`) and its budget: the card's max_epochs, at most the policy's
+    :data:`MAX_EPOCHS`; ``trainer.max_minutes: budget_minutes``; early stopping on the validation loss (unless the
+    card names another metric) with the card's patience and minimum epochs, else :func:`stopping_for` the run's
+    max_epochs (an overridden one). A bare family takes its domain's default recipe (``policy`` and the budget are
+    not used).
+
+    Args:
+        name: a pretrained tag, a run folder, or a bare family (trained from scratch).
+        data: the path of the user's data.
+        overrides: recipe overrides (``key.path=value``), applied last.
+        output_dir: where the run goes (default ``runs``), never under a folder a card names (its publisher's).
+        policy: one of :data:`POLICY_OVERRIDES`.
+        probe: ``"lp-ft"`` starts from this run folder, ``name``'s linear probe on the same data (other policies
+            take none).
+        budget_minutes: the run's time budget (None: no limit).
+        **options: ``target``, ``task``, ``time``, ``event``, ``genes``, ...: to the data section when given.
+    """
     policy_keys: list[str] = []
     if _is_bare_family(name):  # train from scratch
         base = default_recipe(name, data, **options)
     else:
+        if policy not in POLICY_OVERRIDES:
+            raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
+        if (policy == "lp-ft") != (probe is not None):
+            raise HubError(f"the fine-tune policy {policy!r} " + ("needs the linear probe's run folder (probe)"
+                                                                   if probe is None else "starts from no probe"))
         card = model_card(name)
         base = dict(card.recipe.get("resolved") or {})
         if not base:
             raise HubError(f"the card of {name} holds no recipe to fine-tune from")
         base["data"] = finetune_data_section(card, data, **options)
-        base["model"] = {**base["model"], "init_from": name}
+        base["model"] = {**base["model"], "init_from": str(probe) if probe is not None else name}
         base["name"] = f"finetune-{card.family}"
         trainer = dict(base.get("trainer") or {})
-        stopping = dict(trainer.get("early_stopping") or {})
-        stopping["patience"] = stopping.get("patience") or FINETUNE_PATIENCE
         # no weight EMA: its decay suits the card's long run (0.998 averages ~500 steps), not a few hundred files,
         # whose fine-tune would be validated on weights that have barely left the pretrained ones. The validation
         # loss is monitored, and the policy chosen on it, unless the card names a metric: on a small validation
         # split the task's default, accuracy, moves in steps of 1/N and plateaus, so early stopping ended the run a
         # few epochs into its first plateau and kept that plateau's first, least trained, epoch (FSDD digits 5-9,
         # 23 validation clips: benchmarks/results/user_data.md)
-        base["trainer"] = {**trainer, "max_epochs": min(trainer.get("max_epochs", FINETUNE_MAX_EPOCHS),
-                                                        FINETUNE_MAX_EPOCHS), "early_stopping": stopping,
-                           "ema_decay": None, "monitor": trainer.get("monitor") or FINETUNE_MONITOR}
-        if policy not in POLICY_OVERRIDES:
-            raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
-        if (policy == "lp-ft") != (probe is not None):
-            raise HubError(f"the fine-tune policy {policy!r} " + ("needs the linear probe's run folder (probe)"
-                                                                   if probe is None else "starts from no probe"))
-        if probe is not None:
-            base["model"]["init_from"] = str(probe)
+        base["trainer"] = {**trainer, "max_epochs": min(trainer.get("max_epochs", MAX_EPOCHS[policy]),
+                                                        MAX_EPOCHS[policy]),
+                           "ema_decay": None, "monitor": trainer.get("monitor") or FINETUNE_MONITOR,
+                           "max_minutes": budget_minutes}
         policy_keys = list(POLICY_OVERRIDES[policy])
-        if policy != "linear-probe" and hasattr(load(name, pretrained=False), "group_matcher"):
+        if policy in LAYER_DECAYED and hasattr(load(name, pretrained=False), "group_matcher"):
             policy_keys.append(f"optimizer.layer_decay={LAYER_DECAY}")
+        max_epochs = validate_recipe(apply_overrides(base, overrides or []), f"finetune of {name}").trainer.max_epochs
+        base["trainer"] = _with_stopping(base["trainer"], max_epochs)
     base["output_dir"] = output_dir or "runs"
     return validate_recipe(apply_overrides(base, [*policy_keys, *(overrides or [])]), f"finetune of {name}")
+
+
+def _with_stopping(trainer: dict[str, Any], max_epochs: int) -> dict[str, Any]:
+    """``trainer`` with the card's patience and minimum epochs, else those of :func:`stopping_for` ``max_epochs``."""
+    patience, min_epochs = stopping_for(max_epochs)
+    stopping = dict(trainer.get("early_stopping") or {})
+    stopping["patience"] = stopping.get("patience") or patience
+    return {**trainer, "early_stopping": stopping, "min_epochs": trainer.get("min_epochs") or min_epochs}
+
+
+def budget_line(policy: str, recipe: Recipe) -> str:
+    """One line saying the budget of ``policy``'s run: its most epochs, its time, its early stopping."""
+    cfg = recipe.trainer
+    time = f"{cfg.max_minutes:g} minutes" if cfg.max_minutes is not None else "no time limit"
+    patience = cfg.early_stopping.patience
+    stopping = "no early stopping" if patience is None else (
+        f"stops after {patience} epochs without progress on {cfg.monitor}"
+        + (f", not before epoch {cfg.min_epochs}" if cfg.min_epochs else ""))
+    return f"  {policy}: at most {cfg.max_epochs} epochs or {time}; {stopping}"
 
 
 # Metrics where a smaller value is better; every other metric (acc, auroc, f1, c_index, ...) is better larger.
@@ -144,15 +257,61 @@ def choose_policy(runs: dict[str, Path]) -> str:
     return best or next(iter(runs))
 
 
+def candidate_entry(run_dir: Path) -> dict[str, Any]:
+    """What ``metrics.json``'s ``policy.candidates`` keeps of a candidate's run: its folder's name, its validation
+    metric (``metric``, ``mode``, ``value``), ``epochs`` trained, and ``still_improving``: whether its best
+    validation epoch is its last (it was stopped by its epochs or its time while improving).
+
+    Args:
+        run_dir: the candidate's run folder.
+    """
+    summary = json.loads((Path(run_dir) / "metrics.json").read_text())
+    last, best = summary["final"].get("epoch"), summary["best"]["epoch"]
+    return {"run": Path(run_dir).name, **summary["validation"], "epochs": 0 if last is None else last + 1,
+            "still_improving": last is not None and best == last}
+
+
+def still_improving_line(policy: str, entry: dict[str, Any], recipe: Recipe) -> str:
+    """The line saying that ``policy``'s run was still improving when it stopped, with the key that gives it more.
+
+    Args:
+        policy: the candidate's policy.
+        entry: its :func:`candidate_entry`.
+        recipe: the recipe it trained.
+    """
+    cfg = recipe.trainer
+    more = (f"more epochs (trainer.max_epochs={2 * cfg.max_epochs})" if entry["epochs"] >= cfg.max_epochs
+            else f"more time (--budget-minutes {2 * cfg.max_minutes:g})" if cfg.max_minutes is not None
+            else "a longer run")
+    return f"  {policy} was still improving at its last epoch ({entry['epochs']}); {more} may help"
+
+
 def finetune(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
-             progress: bool = True, policy: str = "auto", **options) -> tuple[Path, dict | None]:
+             progress: bool = True, policy: str = "auto", budget_minutes: float | None = FINETUNE_BUDGET_MINUTES,
+             report: Callable[[str], None] | None = None, **options) -> tuple[Path, dict | None]:
     """Train :func:`finetune_recipe` into a new run folder, then fit the input kind's classical baseline on the same
-    split (:func:`compare_with_baseline`). For a pretrained tag, ``policy="auto"`` trains each policy of
-    :func:`policies_for` into its own run folder and keeps the one :func:`choose_policy` picks, recording the
-    choice under ``policy`` in its ``metrics.json``; ``"lp-ft"`` trains its linear probe first (the candidate's when
-    ``auto`` tries one). Returns the kept run folder and the ``baseline`` entry of its
-    ``metrics.json``: None for an input kind without a baseline, and in a data-parallel worker process (the
-    launching process alone reports)."""
+    split (:func:`compare_with_baseline`). For a pretrained tag, each candidate policy trains into its own run folder
+    and the one :func:`choose_policy` picks is kept, with the choice under ``policy`` in its ``metrics.json``
+    (``chosen``, ``asked``, ``rule``: the rule and the counted training data, None unless ``auto``; ``candidates``:
+    :func:`candidate_entry` of each); ``"lp-ft"`` trains its linear probe first (the candidate's when ``auto`` has
+    one).
+
+    Args:
+        name: a pretrained tag, a run folder, or a bare family (trained from scratch).
+        data: the path of the user's data.
+        overrides: recipe overrides (``key.path=value``), applied last.
+        output_dir: where the run folders go (default ``runs``).
+        progress: show progress bars.
+        policy: one of :data:`POLICIES`; ``auto``: the candidates of :data:`AUTO_RULE` for the training data's size.
+        budget_minutes: each run's time budget from a pretrained tag (None: no limit).
+        report: called with each line to tell the user, before training (the rule, each run's budget) and after
+            each candidate (whether it was still improving); not called in a data-parallel worker.
+        **options: to the data section (:func:`finetune_recipe`).
+
+    Returns:
+        The kept run folder and the ``baseline`` entry of its ``metrics.json``: None for an input kind without a
+        baseline, and in a data-parallel worker process (the launching process alone reports).
+    """
     if policy not in POLICIES:
         raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
     if _is_bare_family(name):
@@ -160,23 +319,63 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
         if is_ddp_worker():
             return run_dir, None
     else:
-        def run(p: str, probe: Path | None = None) -> Path:
-            return train(recipe=finetune_recipe(name, data, overrides, output_dir, policy=p, probe=probe, **options),
-                         progress=progress)
-
-        runs: dict[str, Path] = {}
-        for p in policies_for(name) if policy == "auto" else [policy]:
-            runs[p] = run(p, runs.get("linear-probe") or run("linear-probe")) if p == "lp-ft" else run(p)
+        make = partial(finetune_recipe, name, data, overrides, output_dir, budget_minutes=budget_minutes, **options)
+        say = report if report is not None and not is_ddp_worker() else _silent
+        run_dir = _train_candidates(make, name, policy, progress, say)
         if is_ddp_worker():
-            return next(iter(runs.values())), None
-        chosen = choose_policy(runs)
-        run_dir = runs[chosen]
-        summary = json.loads((run_dir / "metrics.json").read_text())
-        summary["policy"] = {"chosen": chosen, "asked": policy, "candidates": {
-            p: {"run": r.name, **json.loads((r / "metrics.json").read_text())["validation"]} for p, r in runs.items()}}
-        atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+            return run_dir, None
     result = baseline(model_card(str(run_dir)), run_dir)
     return run_dir, None if result is None else compare_with_baseline(run_dir, result)
+
+
+def _train_candidates(make: Callable[..., Recipe], name: str, policy: str, progress: bool,
+                      say: Callable[[str], None]) -> Path:
+    """Train the candidates of ``policy`` (``make(policy, probe)`` gives each recipe), saying each run's budget first
+    and whether each candidate was still improving after it; returns the kept run folder, its ``policy`` recorded."""
+    rule = None
+    if policy == "auto":
+        classifier = get_model_entry(model_card(name).family).classifier is not None
+        counted = count_training_data(make("full"))
+        rule = {"text": rule_text(classifier, counted["classes"] is not None), **counted}
+        candidates = auto_candidates(counted["per_class"], classifier)
+        say(f"fine-tune policy auto: {_counted_text(counted)}; candidates {', '.join(candidates)} (rule: "
+            f"{rule['text']})")
+    else:
+        candidates = [policy]
+    probe_first = "lp-ft" in candidates and "linear-probe" not in candidates  # LP-FT alone: its probe trains first
+    trained = ["linear-probe", *candidates] if probe_first else candidates
+    say("budgets, each run in its own run folder:")
+    for p in trained:  # LP-FT's probe is not trained yet: a stand-in names it (its budget does not depend on it)
+        say(budget_line(p, make(p, Path("linear-probe")) if p == "lp-ft" else make(p)))
+    runs: dict[str, Path] = {}
+    probe = None
+    for p in trained:
+        recipe = make(p, probe) if p == "lp-ft" else make(p)
+        run_dir = train(recipe=recipe, progress=progress)
+        probe = run_dir if p == "linear-probe" else probe
+        if p in candidates:
+            runs[p] = run_dir
+            if not is_ddp_worker() and (entry := candidate_entry(run_dir))["still_improving"]:
+                say(still_improving_line(p, entry, recipe))
+    if is_ddp_worker():
+        return next(iter(runs.values()))
+    chosen = choose_policy(runs)
+    summary = json.loads((runs[chosen] / "metrics.json").read_text())
+    summary["policy"] = {"chosen": chosen, "asked": policy, "rule": rule,
+                         "candidates": {p: candidate_entry(r) for p, r in runs.items()}}
+    atomic_write_bytes(runs[chosen] / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+    return runs[chosen]
+
+
+def _counted_text(counted: dict[str, Any]) -> str:
+    """:func:`count_training_data`'s count in words, e.g. "4000 training examples, 400 per class (10 classes)"."""
+    text = f"{counted['train']} training {counted['counted']}"
+    return f"{text}, {counted['per_class']:.4g} per class ({counted['classes']} classes)" if counted["classes"] \
+        else text
+
+
+def _silent(line: str) -> None:
+    """A ``report`` that tells nothing."""
 
 
 def _is_bare_family(name: str) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -149,9 +150,31 @@ def _init_from(name: str, family: str, args: dict[str, Any],
     return model, set(own) - set(kept)
 
 
+class EarlyStopping(pl.callbacks.EarlyStopping):
+    """Lightning's EarlyStopping, whose stop waits until ``min_epochs`` epochs have run: the epochs without progress
+    are counted all along, as under ``Trainer(min_epochs=...)``, which would hold back the time budget's stop
+    (``trainer.max_minutes``) too. Named as Lightning's, so that its state keeps its key in checkpoints (older runs
+    resume with it).
+
+    Args:
+        min_epochs: the epochs that run before early stopping may end the run (None: no minimum).
+        **kwargs: Lightning's EarlyStopping arguments (monitor, mode, patience, min_delta).
+    """
+
+    def __init__(self, min_epochs: int | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.min_epochs = min_epochs or 0
+
+    def _run_early_stopping_check(self, trainer: pl.Trainer) -> None:
+        stop = trainer.should_stop  # another callback's (the time budget's) stands
+        super()._run_early_stopping_check(trainer)
+        if trainer.current_epoch + 1 < self.min_epochs:
+            trainer.should_stop = stop
+
+
 def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, data_callbacks: list[pl.Callback],
              enable_progress: bool = True):
-    from pytorch_lightning.callbacks import EarlyStopping, ModelCheckpoint
+    from pytorch_lightning.callbacks import ModelCheckpoint, Timer
 
     cfg = recipe.trainer
     monitored = cfg.monitor if isinstance(cfg.monitor, list) else [cfg.monitor or task.monitor]
@@ -177,9 +200,11 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
     if cfg.lookahead:
         callbacks.append(Lookahead())
     if cfg.early_stopping.patience is not None:
-        callbacks.append(EarlyStopping(monitor=JointImprovement.IMPROVED if joint else monitor, mode=mode,
-                                       patience=cfg.early_stopping.patience,
+        callbacks.append(EarlyStopping(cfg.min_epochs, monitor=JointImprovement.IMPROVED if joint else monitor,
+                                       mode=mode, patience=cfg.early_stopping.patience,
                                        min_delta=cfg.early_stopping.min_delta))
+    if cfg.max_minutes is not None:  # Trainer(max_time=...) would stop inside an epoch (the first: no checkpoint)
+        callbacks.append(Timer(timedelta(minutes=cfg.max_minutes), interval="epoch"))
     return pl.Trainer(
         default_root_dir=run_dir, max_epochs=cfg.max_epochs, accelerator=cfg.accelerator, devices=cfg.devices,
         num_nodes=cfg.num_nodes, strategy=cfg.strategy, precision=cfg.precision,

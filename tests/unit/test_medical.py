@@ -155,9 +155,9 @@ def test_cli_finetune_on_a_survival_table_with_its_own_column_names(tmp_path, ca
             for i in range(80)]
     (tmp_path / "my.csv").write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
     common = ["finetune", "survival_fusion.metabric", "--data", str(tmp_path / "my.csv"), "--time", "T", "--event", "E",
-              "--output-dir", str(tmp_path / "runs"), "--no-progress", "trainer.max_epochs=1"]
+              "--output-dir", str(tmp_path / "runs"), "--no-progress", "--policy", "full", "trainer.max_epochs=1"]
     assert main(common + ["--genes", "a, b,c,d"]) == 0  # spaces after the commas are dropped
-    (run,) = (tmp_path / "runs").glob("*/*")
+    (run,) = (tmp_path / "runs").glob("*/*")  # one policy: one run folder
     tuned = hub.model_card(str(run))
     assert tuned.input_spec["genes"] == ["a", "b", "c", "d"] and tuned.data["args"]["rank_weight"] == 8.0
     assert main(common + ["--genes", "a,b"]) == 2  # the card takes 4 genes

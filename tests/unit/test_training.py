@@ -188,6 +188,152 @@ def test_finetune_recipe_monitors_the_validation_loss_unless_the_card_names_a_me
         hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", policy="full", probe=tmp_path / "probe")
 
 
+def test_auto_picks_its_candidates_by_training_examples_per_class():
+    """The rule (hub.finetune.AUTO_RULE): a linear probe and LP-FT below 50 training examples per class, the full
+    fine-tune at the card's learning rate too from 50; families without a classifier fine-tune whole."""
+    from hub.finetune import auto_candidates, rule_text, stopping_for
+
+    assert auto_candidates(49.9, classifier=True) == ["linear-probe", "lp-ft"]
+    assert auto_candidates(50, classifier=True) == ["linear-probe", "lp-ft", "full-recipe-lr"]
+    assert auto_candidates(3, classifier=False) == ["full"]
+    assert auto_candidates(400, classifier=False) == ["full", "full-recipe-lr"]
+    assert rule_text(True) == ("fewer than 50 training examples per class: linear-probe, lp-ft; 50 or more: "
+                               "linear-probe, lp-ft, full-recipe-lr")
+    assert rule_text(False, per_class=False) == ("fewer than 50 training examples: full; 50 or more: full, "
+                                                 "full-recipe-lr")
+    assert [stopping_for(n) for n in (2, 20, 60)] == [(5, 0), (5, 6), (10, 20)]  # (patience, min_epochs)
+
+
+@pytest.mark.parametrize("info,num_classes,expected", [
+    ({"sizes": [400, 50, 50]}, 10, {"train": 400, "counted": "examples", "classes": 10, "per_class": 40.0}),
+    ({"sizes": [70, 15, 15]}, 1, {"train": 70, "counted": "examples", "classes": None, "per_class": 70.0}),  # rows
+    ({"split": {"train": 140, "val": 500, "test": 1000}}, 7,
+     {"train": 140, "counted": "nodes", "classes": 7, "per_class": 20.0}),
+    ({"units": {"train": [1, 2, 3], "val": [4], "test": 2}}, None,
+     {"train": 3, "counted": "units", "classes": None, "per_class": 3.0}),
+    ({"samples": [900, 100, 200]}, None, {"train": 900, "counted": "windows", "classes": None, "per_class": 900.0}),
+])
+def test_the_training_data_auto_counts_in_each_domains_data_module(monkeypatch, info, num_classes, expected):
+    from types import SimpleNamespace
+
+    import hub.finetune
+
+    monkeypatch.setattr(hub.finetune, "build_data", lambda recipe: SimpleNamespace(info=info, num_classes=num_classes))
+    assert hub.finetune.count_training_data(None) == expected
+
+
+def test_a_data_module_without_a_training_size_asks_for_a_policy(monkeypatch):
+    from types import SimpleNamespace
+
+    import hub.finetune
+
+    monkeypatch.setattr(hub.finetune, "build_data", lambda recipe: SimpleNamespace(info={"source": "x"}, num_classes=2))
+    with pytest.raises(HubError, match="reports no training size.*other than auto"):
+        hub.finetune.count_training_data(None)
+
+
+def test_finetune_budgets_scale_patience_and_minimum_epochs_with_the_schedule(monkeypatch):
+    """The card's max_epochs (vit_digits.sklearn: 150) capped per policy (a linear probe 30, the rest 60), a time
+    budget, patience max(5, epochs // 6) and min_epochs epochs // 3 of the run's (an overridden) max_epochs, unless
+    the recipe sets them; full-recipe-lr trains the backbone at the card's own rate, without layer decay."""
+    import hub.finetune
+
+    resolved = hub.model_card("vit_digits.sklearn").recipe["resolved"]
+    monkeypatch.setattr(hub.finetune, "finetune_data_section", lambda card, path, **options: resolved["data"])
+
+    def trainer(policy="full-recipe-lr", overrides=(), **kwargs):
+        cfg = hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", list(overrides), policy=policy, **kwargs)
+        return cfg, (cfg.trainer.max_epochs, cfg.trainer.early_stopping.patience, cfg.trainer.min_epochs,
+                     cfg.trainer.max_minutes)
+
+    recipe, budget = trainer()
+    assert (recipe.optimizer.backbone_lr_scale, recipe.optimizer.layer_decay) == (1.0, None)
+    assert recipe.optimizer.lr == resolved["optimizer"]["lr"] and recipe.model.init_from == "vit_digits.sklearn"
+    assert budget == (60, 10, 20, 30.0)
+    assert trainer("linear-probe")[1] == (30, 5, 10, 30.0)
+    assert trainer("full")[0].optimizer.layer_decay == 0.75
+    assert trainer(overrides=["trainer.max_epochs=12"])[1] == (12, 5, 4, 30.0)
+    assert trainer(overrides=["trainer.min_epochs=0", "trainer.early_stopping.patience=null"],
+                   budget_minutes=None)[1] == (60, None, 0, None)
+    line = hub.finetune.budget_line("full-recipe-lr", recipe)
+    assert line == ("  full-recipe-lr: at most 60 epochs or 30 minutes; stops after 10 epochs without progress on "
+                    "val/loss, not before epoch 20")
+
+
+def _fake_run(root: Path, value: float, best: int, last: int) -> Path:
+    run = root / f"run-{len(list(root.glob('run-*')))}"
+    run.mkdir(parents=True)
+    (run / "metrics.json").write_text(json.dumps({
+        "final": {"epoch": last}, "best": {"monitor": "val/loss", "epoch": best},
+        "validation": {"metric": "val/loss", "mode": "min", "value": value}}))
+    return run
+
+
+def test_a_candidate_whose_best_epoch_is_its_last_is_recorded_as_still_improving(tmp_path):
+    from hub.finetune import candidate_entry
+
+    assert candidate_entry(_fake_run(tmp_path, 0.5, best=19, last=19)) == {
+        "run": "run-0", "metric": "val/loss", "mode": "min", "value": 0.5, "epochs": 20, "still_improving": True}
+    assert not candidate_entry(_fake_run(tmp_path, 0.5, best=12, last=19))["still_improving"]
+
+
+def test_auto_says_its_rule_and_budgets_then_records_every_candidate(monkeypatch, tmp_path):
+    """finetune(auto) on 60 training examples per class (counted, not trained here: the runs are faked): the rule,
+    then one budget line per run before training; a line for the candidate still improving at its last epoch; the
+    best on validation kept with its policy entry (rule, counts, each candidate's run, value, epochs)."""
+    import hub.finetune
+
+    resolved = hub.model_card("vit_digits.sklearn").recipe["resolved"]
+    monkeypatch.setattr(hub.finetune, "finetune_data_section", lambda card, path, **options: resolved["data"])
+    monkeypatch.setattr(hub.finetune, "count_training_data", lambda recipe: {
+        "train": 600, "counted": "examples", "classes": 10, "per_class": 60.0})
+    monkeypatch.setattr(hub.finetune, "baseline", lambda card, run_dir: None)
+    card = hub.model_card("vit_digits.sklearn")
+    monkeypatch.setattr(hub.finetune, "model_card", lambda name: card)  # the faked run folders hold no card
+    # (validation loss, best epoch, last epoch) of the linear probe, LP-FT, full-recipe-lr
+    outcomes = {(True, 1.0): (0.9, 29, 29), (False, 0.1): (0.4, 10, 20), (False, 1.0): (0.6, 30, 40)}
+
+    def fake_train(recipe, progress):
+        value, best, last = outcomes[(recipe.model.freeze_backbone, recipe.optimizer.backbone_lr_scale)]
+        return _fake_run(tmp_path, value, best, last)
+
+    monkeypatch.setattr(hub.finetune, "train", fake_train)
+    lines = []
+    run, comparison = hub.finetune.finetune("vit_digits.sklearn", "mine", report=lines.append)
+    assert comparison is None and run.name == "run-1"  # LP-FT: the lowest validation loss
+    assert lines[0].startswith("fine-tune policy auto: 600 training examples, 60 per class (10 classes); "
+                               "candidates linear-probe, lp-ft, full-recipe-lr (rule: fewer than 50")
+    assert lines[2:5] == [
+        "  linear-probe: at most 30 epochs or 30 minutes; stops after 5 epochs without progress on val/loss, "
+        "not before epoch 10",
+        "  lp-ft: at most 60 epochs or 30 minutes; stops after 10 epochs without progress on val/loss, "
+        "not before epoch 20",
+        "  full-recipe-lr: at most 60 epochs or 30 minutes; stops after 10 epochs without progress on val/loss, "
+        "not before epoch 20"]
+    assert lines[5:] == ["  linear-probe was still improving at its last epoch (30); more epochs "
+                         "(trainer.max_epochs=60) may help"]
+    policy = json.loads((run / "metrics.json").read_text())["policy"]
+    assert (policy["chosen"], policy["asked"]) == ("lp-ft", "auto")
+    assert policy["rule"]["per_class"] == 60.0 and policy["rule"]["text"].startswith("fewer than 50 training")
+    assert policy["candidates"]["full-recipe-lr"] == {"run": "run-2", "metric": "val/loss", "mode": "min",
+                                                      "value": 0.6, "epochs": 41, "still_improving": False}
+    assert policy["candidates"]["linear-probe"]["still_improving"]
+
+
+def test_min_epochs_hold_back_early_stopping_but_not_the_time_budget(repo, tmp_path):
+    """No epoch improves val/acc by 100: patience 1 stops after 2 epochs, after 3 with trainer.min_epochs=3; a time
+    budget (trainer.max_minutes) spent in the first batch ends the run in its first epoch all the same."""
+    stalled = ["trainer.max_epochs=4", "trainer.early_stopping.patience=1", "trainer.early_stopping.min_delta=100"]
+
+    def epochs(*extra):
+        run = _train(repo, tmp_path, [*stalled, *extra])
+        return len((run / "metrics.csv").read_text().strip().splitlines()) - 1
+
+    assert epochs() == 2
+    assert epochs("trainer.min_epochs=3") == 3
+    assert epochs("trainer.min_epochs=3", "trainer.max_minutes=1e-6") == 1
+
+
 def test_hub_training_is_a_deprecated_alias_of_hub_run(monkeypatch):
     import importlib
 
