@@ -102,13 +102,14 @@ def _print_policy(choice: dict) -> None:
 
 def cmd_finetune(args) -> int:
     from hub.finetune import finetune, format_comparison
+    from hub.predictor import format_predictor
     from hub.run.train import is_ddp_worker
 
     genes = [g.strip() for g in args.genes.split(",")] if args.genes else None
     run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
                                    policy=args.policy, budget_minutes=args.budget_minutes, report=print,
                                    target=args.target, task=args.task, time=args.time, event=args.event, genes=genes,
-                                   outcomes=args.outcomes, label=args.label)
+                                   outcomes=args.outcomes, label=args.label, predictor=args.predictor)
     if is_ddp_worker():
         return 0
     summary = json.loads((run_dir / "metrics.json").read_text())
@@ -117,6 +118,8 @@ def cmd_finetune(args) -> int:
     _print_run(run_dir)
     if comparison is not None:
         print(format_comparison(run_dir, comparison, summary["test"][comparison["metric"]]))
+    if "predictor" in summary:
+        print(format_predictor(summary["predictor"]))
     return 0
 
 
@@ -318,6 +321,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "fine-tune for families without a classifier), and from 50 training examples per class "
                         "full-recipe-lr too, each in its own run folder, and keeps the best on the validation split. "
                         "Each run's budget is printed before training. A bare family trains from scratch")
+    p.add_argument("--predictor", choices=("auto", "model", "baseline", "blend"), default="auto",  # PREDICTORS
+                   help="what predict uses where the data's classical baseline can predict (tables): 'auto' "
+                        "(default) the best on the validation split of the model, the baseline and their blend "
+                        "(one weight on the model's probabilities or values, ties to the model); or force one")
     p.add_argument("--budget-minutes", type=float, default=30.0,  # finetune.FINETUNE_BUDGET_MINUTES
                    help="from a pretrained tag: each run's time budget in minutes (default 30)")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")

@@ -1,7 +1,9 @@
 """Fine-tuning on the user's own data: a pretrained tag or run folder is trained further from its card's recipe on
 the data at a path, or a bare family is trained from its domain's default recipe; the run's test metrics are then
 set against the input kind's classical baseline fitted on the same split (HistGradientBoosting for tables, ...), and
-the comparison is kept in the run's ``metrics.json`` with the baseline's predictions beside it.
+the comparison is kept in the run's ``metrics.json`` with the baseline's predictions beside it. Where the kind's
+baseline can predict (tables), the run's predictor is then chosen on the validation split among the model, the
+baseline and their blend (:mod:`hub.predictor`, ``--predictor``), and the fitted baseline is saved in the run folder.
 
 From a pretrained tag, ``--policy auto`` picks its candidates by the size of the training split (:data:`AUTO_RULE`),
 counted once before training (:func:`count_training_data`): with fewer than 50 training examples per class, a
@@ -27,6 +29,7 @@ from hub.errors import HubError
 from hub.io import atomic_write_bytes
 from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_section
 from hub.models import load, model_card
+from hub.predictor import PREDICTORS, record_predictor
 from hub.recipe import Recipe, apply_overrides, validate_recipe
 from hub.registry import get_model_entry, is_run_path, split_name
 from hub.run.train import build_data, is_ddp_worker, train
@@ -288,7 +291,8 @@ def still_improving_line(policy: str, entry: dict[str, Any], recipe: Recipe) -> 
 
 def finetune(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
              progress: bool = True, policy: str = "auto", budget_minutes: float | None = FINETUNE_BUDGET_MINUTES,
-             report: Callable[[str], None] | None = None, **options) -> tuple[Path, dict | None]:
+             report: Callable[[str], None] | None = None, predictor: str = "auto",
+             **options) -> tuple[Path, dict | None]:
     """Train :func:`finetune_recipe` into a new run folder, then fit the input kind's classical baseline on the same
     split (:func:`compare_with_baseline`). For a pretrained tag, each candidate policy trains into its own run folder
     and the one :func:`choose_policy` picks is kept, with the choice under ``policy`` in its ``metrics.json``
@@ -306,6 +310,10 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
         budget_minutes: each run's time budget from a pretrained tag (None: no limit).
         report: called with each line to tell the user, before training (the rule, each run's budget) and after
             each candidate (whether it was still improving); not called in a data-parallel worker.
+        predictor: what ``predict`` uses (:mod:`hub.predictor`): ``auto`` (default) the best on the validation split
+            of the model, the baseline and their blend; or ``model``, ``baseline``, ``blend``. Recorded under
+            ``predictor`` in ``metrics.json`` and the run's card, with the baseline saved in the run folder; a kind
+            whose baseline cannot predict keeps the model (asking for ``baseline`` or ``blend`` then raises).
         **options: to the data section (:func:`finetune_recipe`).
 
     Returns:
@@ -314,6 +322,8 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
     """
     if policy not in POLICIES:
         raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
+    if predictor not in PREDICTORS:
+        raise HubError(f"unknown predictor {predictor!r}; expected one of {list(PREDICTORS)}")
     if _is_bare_family(name):
         run_dir = train(recipe=finetune_recipe(name, data, overrides, output_dir, **options), progress=progress)
         if is_ddp_worker():
@@ -325,7 +335,13 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
         if is_ddp_worker():
             return run_dir, None
     result = baseline(model_card(str(run_dir)), run_dir)
-    return run_dir, None if result is None else compare_with_baseline(run_dir, result)
+    entry = None if result is None else compare_with_baseline(run_dir, result)
+    if result is not None and result.predictor is not None:
+        record_predictor(run_dir, result.name, result.predictor, predictor)
+    elif predictor in ("baseline", "blend"):
+        raise HubError(f"--predictor {predictor}: the input kind of {run_dir} has no baseline that predicts; the run "
+                       "keeps its model")
+    return run_dir, entry
 
 
 def _train_candidates(make: Callable[..., Recipe], name: str, policy: str, progress: bool,

@@ -15,6 +15,10 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   audio files, node ids, unit numbers; default: a sample of the card's test data) and yields the figures' paths;
 - ``baseline(run_dir)`` scores a classical model on the split of a finished run, as a :class:`BaselineResult`, for
   the comparison that ``finetune`` prints and keeps (e.g. HistGradientBoosting next to a tabular model), or None;
+  with its :class:`PredictorData` (validation and test outputs of the model and the baseline, and how to save the
+  fitted baseline), ``finetune`` chooses the run's predictor among model, baseline and blend (:mod:`hub.predictor`);
+- ``baseline_outputs(card, path)`` gives the saved baseline's outputs for the inputs at ``path``, for ``predict``
+  when the card's predictor is the baseline or a blend; a kind with no baseline predictor (the default) raises;
 - ``default_recipe(family, path, **options)``, on the kind that the families of the tasks in its ``tasks`` read,
   lets ``attnhub finetune FAMILY --data PATH`` train such a family from scratch, with no pretrained tag (e.g.
   ``tabr`` on a CSV never seen before).
@@ -60,17 +64,35 @@ class KindSpec:
 
 
 @dataclass(frozen=True)
+class PredictorData:
+    """What choosing a run's predictor needs (:mod:`hub.predictor`), from a kind whose baseline can predict.
+
+    ``task``: ``classification`` (outputs: (N, C) probabilities, the model's calibrated as ``predict`` gives them;
+    labels: class indices) or ``regression`` (outputs and labels: values, in the units the run's metrics use);
+    ``labels``, ``model`` and ``baseline`` map ``val`` and ``test`` to the split's labels and each member's outputs;
+    ``save(run_dir)`` writes the fitted baseline into the run folder without pickle and returns the file's path."""
+
+    task: str
+    labels: dict[str, Any]
+    model: dict[str, Any]
+    baseline: dict[str, Any]
+    save: Callable[[Path], Path]
+
+
+@dataclass(frozen=True)
 class BaselineResult:
     """A classical baseline scored on the test split of a run.
 
     ``metrics`` uses the run's own metric names (``test/acc``, ``test/rmse``, ``test/c_index`` ...), the one to
     compare the model on first; ``predictions`` holds the baseline's test-split outputs, one list per column in
     the order of the test split (an id column first where the split has ids), which ``finetune`` writes to the
-    run's ``baseline_predictions.csv`` so that a user can keep the better of the two."""
+    run's ``baseline_predictions.csv`` so that a user can keep the better of the two. ``predictor``, from a kind
+    whose baseline can predict, lets ``finetune`` choose among model, baseline and blend (None: the model)."""
 
     name: str
     metrics: dict[str, float]
     predictions: dict[str, list] = field(default_factory=dict)
+    predictor: PredictorData | None = None
 
 
 class InputKind:
@@ -110,6 +132,14 @@ class InputKind:
     def baseline(self, run_dir) -> BaselineResult | None:
         """A classical baseline fitted and scored on the split of ``run_dir``; None when the kind has none."""
         return None
+
+    def baseline_outputs(self, card, path: str) -> Any:
+        """The saved baseline's outputs for the inputs at ``path``, one per input in the order ``predict`` yields
+        them: classification (N, C) probabilities, regression values in the units ``predict`` gives. The file is
+        the card's ``predictor["baseline"]`` (checked against its sha256). Default: the kind has no baseline
+        predictor."""
+        raise DataError(f"inputs of kind {self.name!r} have no baseline predictor: predict uses the model "
+                        f"(kinds with one: {kinds_supporting('baseline_outputs')})")
 
     def default_recipe(self, family: str, path: str, **options) -> dict[str, Any]:
         """A recipe dict training the untrained ``family`` (of a task in :attr:`tasks`) on the data at ``path``."""
@@ -200,6 +230,12 @@ def baseline(card, run_dir) -> BaselineResult | None:
     """A classical baseline's test metrics on the split of ``run_dir``, or None when the input kind has none."""
     name = card.input_spec.get("kind", "")
     return KINDS.get(name)().baseline(run_dir) if name in KINDS else None
+
+
+def baseline_outputs(card, path: str) -> Any:
+    """The outputs of the baseline saved with the card for the inputs at ``path`` (the kind's
+    ``baseline_outputs``)."""
+    return kind_of(card).baseline_outputs(card, path)
 
 
 def transform(card) -> Callable[[Any], Any]:

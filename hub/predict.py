@@ -14,9 +14,10 @@ import torch
 
 from hub.data import read_csv_frame
 from hub.errors import HubError
-from hub.kinds import predict_logits
+from hub.kinds import baseline_outputs, predict_logits
 from hub.ood import HEADER as OOD_HEADER
 from hub.ood import PredictionScorer
+from hub.predictor import blend_of
 from hub.uncertainty import interval_columns
 
 Batch = tuple[list[str], list[list]]  # the CSV header and a batch's rows
@@ -83,7 +84,9 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     """Per batch of the rows of the CSV table at ``path``: the header and one row per table row: its number, then
     for classification the predicted class and one probability per class (``proba_<class>``), for regression the
     value in the target's units, in a column named after the target (the card's ``output_names``), with its
-    interval at ``interval_level`` when the card has them."""
+    interval at ``interval_level`` when the card has them. The outputs are those of the card's predictor
+    (:mod:`hub.predictor`): the model's, its input kind's classical baseline's, or their blend; the OOD columns score
+    the model's."""
     card = model.pretrained_cfg
     spec = card.input_spec.get("preprocessor", {})
     regression = spec.get("task") == "regression"
@@ -91,16 +94,17 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     header = ["row", "prediction", *(f"proba_{c}" for c in classes)]
     scorer = PredictionScorer.for_model(model)
     frame = read_csv_frame(path, "a CSV table", skipinitialspace=True, na_values=["?"]) if scorer else None
+    mix = _predictor_mix(card, path)
     try:
         with torch.inference_mode():
             for rows, outputs in predict_logits(card, model, [path], batch_size):
                 if regression:
-                    names, values = interval_columns(card, output_header(card, 1), outputs.float().reshape(-1, 1),
-                                                     interval_level)
+                    values = mix(rows, outputs.float().reshape(-1, 1))
+                    names, values = interval_columns(card, output_header(card, 1), values, interval_level)
                     header = ["row", *names]
                     cells = [[f"{v:.6g}" for v in row] for row in values.tolist()]
                 else:
-                    probs = (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
+                    probs = mix(rows, (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1))
                     cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
                 if scorer is not None:
                     batch_frame = frame.iloc[int(rows[0]) - 1:int(rows[-1])]
@@ -109,6 +113,23 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     finally:
         if scorer is not None:
             scorer.close()
+
+
+def _predictor_mix(card, path: str):
+    """``mix(rows, model_outputs) -> outputs`` of the card's predictor (:mod:`hub.predictor`) for a batch of the
+    table's rows (numbered from 1): the model's outputs as they are, the baseline's (read once, for the whole table,
+    from the card's baseline file), or ``w * model + (1 - w) * baseline``."""
+    found = blend_of(card)
+    if found is None:
+        return lambda rows, outputs: outputs
+    weight = found[0]
+    values = torch.as_tensor(baseline_outputs(card, path), dtype=torch.float32)
+
+    def mix(rows: list[str], outputs: torch.Tensor) -> torch.Tensor:
+        theirs = values[int(rows[0]) - 1:int(rows[-1])].reshape(outputs.shape)
+        return theirs if weight == 0 else weight * outputs + (1 - weight) * theirs
+
+    return mix
 
 
 def write_csv(batches: Iterable[Batch], stream: IO[str]) -> int:

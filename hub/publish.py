@@ -1,6 +1,7 @@
 """Publishing: run folders of one recipe (several seeds) become shipped weights plus a model card.
 
-The weights (and the OOD statistics' sidecar, :mod:`hub.ood`) are the first run's best checkpoint's; the card's
+The weights (and the OOD statistics' sidecar, :mod:`hub.ood`, and the fitted baseline of the card's predictor,
+:mod:`hub.predictor`, as ``<tag>.baseline.skops`` with its sha256) are the first run's best checkpoint's; the card's
 metrics are the mean and std of the test metrics over all the runs, so every shipped weight is reproducible from its
 recipe. Seeds run
 later join a published card with ``add_seeds`` (``attnhub publish RUN... --name NAME --add-seeds``).
@@ -129,5 +130,13 @@ def publish(runs: list[str], name: str, dest: str | None = None, notes: str = ""
             raise HubError(f"{sidecar} is missing: the card of {runs[0]} names it as its OOD statistics")
         card = dataclasses.replace(card, ood={**card.ood, "file": sidecar_name(card)})
         atomic_write_bytes(out_dir / card.ood["file"], read_verified(sidecar, first.ood["sha256"]))
+    if card.predictor.get("baseline", {}).get("file"):  # the run's fitted baseline (hub.predictor) goes along too
+        baseline = Path(runs[0]) / first.predictor["baseline"]["file"]
+        if not baseline.is_file():
+            raise HubError(f"{baseline} is missing: the card of {runs[0]} names it as its baseline "
+                           f"(predictor {first.predictor.get('chosen')!r})")
+        kept = {**card.predictor["baseline"], "file": f"{name}.{baseline.name}"}
+        card = dataclasses.replace(card, predictor={**card.predictor, "baseline": kept})
+        atomic_write_bytes(out_dir / kept["file"], read_verified(baseline, kept["sha256"]))
     write_card(card, card_path)
     return card_path

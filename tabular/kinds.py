@@ -15,7 +15,7 @@ import torch
 
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
-from tabular.baselines import gbdt_on_run_split
+from tabular.baselines import baseline_outputs, gbdt_on_run_split
 from tabular.explain import explain_rows
 from tabular.io import TabularPreprocessor, read_table
 
@@ -72,6 +72,11 @@ class TableKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return gbdt_on_run_split(run_dir)
+
+    def baseline_outputs(self, card, path: str):
+        """HistGradientBoosting's outputs for the rows of the CSV at ``path``, read back from the card's
+        ``baseline.skops`` (:func:`tabular.baselines.baseline_outputs`)."""
+        return baseline_outputs(card, path)
 
     def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
         if target is None:

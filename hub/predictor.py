@@ -1,0 +1,231 @@
+"""A run's predictor: the better of its model, the input kind's classical baseline and their blend, chosen on the
+validation split alone (never worse there than its best member: the idea of AutoGluon's weighted ensemble, after
+Caruana et al., ICML 2004, "Ensemble Selection from Libraries of Models").
+
+The blend is ``w * model + (1 - w) * baseline`` on probabilities (classification) or predicted values (regression),
+with one weight ``w`` on the model's output from :data:`WEIGHTS`. ``auto`` keeps the member with the best
+validation metric (:func:`selection_metric`: accuracy, RMSE); ties go to the model, then to the baseline, so a blend
+is kept only when it is strictly better. The test split is scored afterwards, for the record, and never takes part
+in the choice.
+
+The input kind supplies what is chosen from (:class:`hub.kinds.PredictorData`, with its
+:class:`~hub.kinds.BaselineResult`) and reads its saved baseline back (``InputKind.baseline_outputs``); a fitted
+baseline is kept as a skops file (no pickle), loaded only when its sha256 matches the one recorded and every type
+it holds is in the kind's explicit allow-list (:func:`load_skops`).
+
+>>> import numpy as np
+>>> labels = np.array([0, 1, 1, 0])
+>>> model = np.array([[.9, .1], [.2, .8], [.6, .4], [.7, .3]])
+>>> baseline = np.array([[.6, .4], [.4, .6], [.3, .7], [.4, .6]])
+>>> choice = choose("classification", labels, model, baseline)
+>>> choice.chosen, choice.weight, choice.validation["baseline"]
+('blend', 0.6, 0.75)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from hub.errors import HubError
+from hub.io import atomic_write_bytes
+from hub.weights import read_verified, sha256_bytes
+
+PREDICTORS = ("auto", "model", "baseline", "blend")
+WEIGHTS = tuple(i / 10 for i in range(11))  # the blend's weight on the model's output
+TASKS = ("classification", "regression")
+
+
+def selection_metric(task: str) -> tuple[str, bool]:
+    """The metric the choice is made on, and whether it is better larger: accuracy for classification, RMSE for
+    regression (the metrics the run's baseline comparison leads with)."""
+    if task not in TASKS:
+        raise HubError(f"unknown predictor task {task!r}; expected one of {list(TASKS)}")
+    return ("acc", True) if task == "classification" else ("rmse", False)
+
+
+def scores(task: str, labels, outputs) -> dict[str, float]:
+    """Metrics of ``outputs`` against ``labels``: classification (``outputs`` (N, C) probabilities, ``labels`` (N,)
+    class indices): ``acc``, and ``auroc`` for two classes or macro ``f1`` for more; regression (values (N,) or
+    (N, K)): ``rmse`` and ``mae``."""
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    labels, outputs = np.asarray(labels), np.asarray(outputs, dtype=np.float64)
+    if selection_metric(task)[0] == "rmse":
+        error = outputs.reshape(len(labels), -1) - labels.reshape(len(labels), -1)
+        return {"rmse": float(np.sqrt(np.mean(error ** 2))), "mae": float(np.mean(np.abs(error)))}
+    predicted = outputs.argmax(1)
+    out = {"acc": float(np.mean(predicted == labels))}
+    if outputs.shape[1] == 2:
+        out["auroc"] = float(roc_auc_score(labels, outputs[:, 1])) if len(np.unique(labels)) == 2 else float("nan")
+    else:
+        out["f1"] = float(f1_score(labels, predicted, average="macro"))
+    return out
+
+
+def blend(model, baseline, weight: float) -> np.ndarray:
+    """``weight * model + (1 - weight) * baseline``."""
+    return weight * np.asarray(model, dtype=np.float64) + (1 - weight) * np.asarray(baseline, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The predictor chosen on the validation split: ``chosen`` (model, baseline or blend), ``weight`` (on the
+    model's output: 1.0 for the model, 0.0 for the baseline), ``metric`` (the validation metric it was chosen on)
+    and ``validation``: that metric for each member (the blend at ``blend_weight``, its best inner weight)."""
+
+    chosen: str
+    weight: float
+    metric: str
+    validation: dict[str, float]
+    blend_weight: float
+
+
+def choose(task: str, labels, model, baseline, asked: str = "auto") -> Choice:
+    """Choose among model, baseline and blend from validation data only.
+
+    Args:
+        task: ``classification`` (outputs: (N, C) probabilities; labels: class indices) or ``regression``.
+        labels: the validation split's labels.
+        model: the model's validation outputs.
+        baseline: the baseline's validation outputs.
+        asked: ``auto`` (the best validation metric; ties to the model, then the baseline), or ``model``,
+            ``baseline``, ``blend`` (the blend at its best inner weight, 0.1 to 0.9).
+    """
+    if asked not in PREDICTORS:
+        raise HubError(f"unknown predictor {asked!r}; expected one of {list(PREDICTORS)}")
+    name, larger = selection_metric(task)
+    model, baseline = np.asarray(model), np.asarray(baseline)
+    if model.shape != baseline.shape:
+        raise HubError(f"the model's validation outputs have shape {model.shape} but the baseline's {baseline.shape}; "
+                       "they cannot be blended")
+    value = {w: scores(task, labels, blend(model, baseline, w))[name] for w in WEIGHTS}
+
+    def better(a: float, b: float) -> bool:  # strictly; NaN is worse than any value
+        if np.isnan(a) or np.isnan(b):
+            return not np.isnan(a) and np.isnan(b)
+        return a > b if larger else a < b
+
+    inner = [w for w in WEIGHTS if 0 < w < 1]
+    best_inner = inner[0]
+    for w in sorted(inner, reverse=True):  # ties to the larger weight on the model
+        if better(value[w], value[best_inner]) or (value[w] == value[best_inner] and w > best_inner):
+            best_inner = w
+    validation = {"model": value[1.0], "baseline": value[0.0], "blend": value[best_inner]}
+    if asked == "auto":
+        chosen = "model"
+        for member in ("baseline", "blend"):
+            if better(validation[member], validation[chosen]):
+                chosen = member
+    else:
+        chosen = asked
+    weight = {"model": 1.0, "baseline": 0.0, "blend": best_inner}[chosen]
+    return Choice(chosen, weight, f"val/{name}", validation, best_inner)
+
+
+def predictor_entry(data, asked: str = "auto") -> dict[str, Any]:
+    """``metrics.json``'s ``predictor``: the :class:`Choice` made on ``data``'s validation split (``asked``,
+    ``chosen``, ``weight``, ``metric``, ``validation``, ``blend_weight``), then ``test``: the test metrics
+    (``test/acc``, ...) of each member and of the chosen predictor.
+
+    Args:
+        data: a :class:`hub.kinds.PredictorData`.
+        asked: one of :data:`PREDICTORS`.
+    """
+    choice = choose(data.task, data.labels["val"], data.model["val"], data.baseline["val"], asked)
+    members = {"model": 1.0, "baseline": 0.0, "blend": choice.blend_weight, "chosen": choice.weight}
+    test = {member: {f"test/{k}": v for k, v in scores(data.task, data.labels["test"],
+                                                       blend(data.model["test"], data.baseline["test"], w)).items()}
+            for member, w in members.items()}
+    return {"asked": asked, **dataclasses.asdict(choice), "test": test}
+
+
+def record_predictor(run_dir: Path, name: str, data, asked: str = "auto") -> dict[str, Any]:
+    """Choose the run's predictor (:func:`predictor_entry`), save the fitted baseline into the run folder
+    (``data.save``) and keep the choice with the file's name and sha256 under ``predictor`` in ``metrics.json`` and
+    in the run's card (what ``predict`` follows). Returns that entry.
+
+    Args:
+        run_dir: the finished run folder.
+        name: the baseline's name (e.g. HistGradientBoosting).
+        data: the :class:`hub.kinds.PredictorData` of the run's baseline.
+        asked: one of :data:`PREDICTORS`.
+    """
+    from hub.cards import read_card, write_card
+
+    run_dir = Path(run_dir)
+    entry = predictor_entry(data, asked)
+    path = Path(data.save(run_dir))
+    entry["baseline"] = {"name": name, "file": path.name, "sha256": sha256_bytes(path.read_bytes())}
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    summary["predictor"] = entry
+    atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+    card = read_card(run_dir / "card.json")
+    write_card(dataclasses.replace(card, predictor=entry, card_dir=""), run_dir / "card.json")
+    return entry
+
+
+def format_predictor(entry: dict[str, Any]) -> str:
+    """One line: the chosen predictor, the validation metric of each member, and the chosen one's test metrics."""
+    metric = entry["metric"]
+    members = ", ".join(f"{m} {v:.4f}" if m != "blend" else f"blend (w={entry['blend_weight']:g}) {v:.4f}"
+                        for m, v in entry["validation"].items())
+    chosen = entry["chosen"] + (f" (w={entry['weight']:g} on the model)" if entry["chosen"] == "blend" else "")
+    test = ", ".join(f"{k} {v:.4f}" for k, v in entry["test"]["chosen"].items())
+    return (f"predictor: {chosen}, chosen on the validation split ({metric}: {members}); its test metrics: {test}; "
+            "predict follows it")
+
+
+def blend_of(card) -> tuple[float, Path, str] | None:
+    """``(weight on the model, baseline file, its sha256)`` when the card's predictor is the baseline or a blend;
+    None when it is the model (or the card records no predictor)."""
+    entry = getattr(card, "predictor", None) or {}
+    if entry.get("chosen", "model") == "model":
+        return None
+    baseline = entry.get("baseline") or {}
+    if not baseline.get("file") or not baseline.get("sha256"):
+        raise HubError(f"the card of {card.name} chooses the predictor {entry['chosen']!r} but names no baseline "
+                       "file with its sha256")
+    path = Path(card.card_dir or ".") / baseline["file"]
+    if not path.is_file():
+        raise HubError(f"{path} is missing: the card of {card.name} predicts with its baseline "
+                       f"({entry['chosen']}), kept in that file")
+    return float(entry["weight"]), path, baseline["sha256"]
+
+
+def save_skops(obj: Any, path: Path) -> Path:
+    """Write ``obj`` (a fitted scikit-learn model) as a skops file, atomically; returns ``path``."""
+    import skops.io as sio
+
+    atomic_write_bytes(path, sio.dumps(obj))
+    return Path(path)
+
+
+def load_skops(path: Path, sha256: str, trusted: Iterable[str]) -> Any:
+    """The object in the skops file at ``path``, after its sha256 is checked (a mismatch names the file and both
+    hashes) and every type skops does not trust by default is found in ``trusted``, the kind's explicit
+    allow-list; a file holding any other type is refused, naming them. Nothing is unpickled."""
+    import skops.io as sio
+
+    data = read_verified(path, sha256)
+    key = (sha256, tuple(sorted(trusted)))
+    if key in _LOADED:  # these very bytes were checked and loaded before (serve reads the file per request)
+        return _LOADED[key]
+    try:
+        untrusted = sio.get_untrusted_types(data=data)
+    except Exception as err:  # a file skops cannot read at all
+        raise HubError(f"{path} is not a valid skops file: {err}") from err
+    refused = sorted(set(untrusted) - set(trusted))
+    if refused:
+        raise HubError(f"{path} holds types outside the allow-list of its input kind: {refused}; it is not loaded")
+    if len(_LOADED) >= 8:
+        _LOADED.clear()
+    _LOADED[key] = sio.loads(data, trusted=list(untrusted))
+    return _LOADED[key]
+
+
+_LOADED: dict[tuple[str, tuple[str, ...]], Any] = {}  # load_skops's objects by their file's sha256 and allow-list
