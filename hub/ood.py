@@ -151,6 +151,29 @@ def energy(logits: torch.Tensor) -> torch.Tensor:
     return -torch.logsumexp(logits.float(), dim=-1)
 
 
+def max_softmax_score(logits: torch.Tensor) -> torch.Tensor:
+    """(N,) one minus the maximum softmax probability of ``logits`` (N, C) (Hendrycks & Gimpel, "A Baseline for
+    Detecting Misclassified and Out-of-Distribution Examples", ICLR 2017): higher is less sure."""
+    return 1 - logits.float().softmax(-1).max(-1).values
+
+
+def max_logit_score(logits: torch.Tensor) -> torch.Tensor:
+    """(N,) minus the largest of ``logits`` (N, C) (Hendrycks et al., "Scaling Out-of-Distribution Detection for
+    Real-World Settings", ICML 2022): higher is less sure."""
+    return -logits.float().max(-1).values
+
+
+def knn_score(features: torch.Tensor, bank: torch.Tensor, k: int = 50) -> torch.Tensor:
+    """(N,) the distance of each of ``features`` (N, D), normalised to unit length, to its ``k``-th nearest neighbour
+    among the normalised training features ``bank`` (M, D) (Sun et al., "Out-of-Distribution Detection with Deep
+    Nearest Neighbors", ICML 2022, who use k=50 on CIFAR-10's 50,000 training images). Brute force in chunks, as
+    scikit-learn's exact search would be: no index library is needed at these sizes."""
+    queries, keys = F.normalize(features.float(), dim=-1), F.normalize(bank.float(), dim=-1)
+    k = min(k, len(keys))
+    distances = [torch.cdist(chunk, keys).kthvalue(k, dim=-1).values for chunk in queries.split(1024)]
+    return torch.cat(distances) if distances else torch.zeros(0)
+
+
 def grey_energy(logits: torch.Tensor, colourfulness: torch.Tensor, grey_share: torch.Tensor,
                 val_energies: torch.Tensor) -> np.ndarray:
     """(N,) of images with ``logits`` (N, C) and ``colourfulness`` (N,): for an input of the kind (grey or colour)
