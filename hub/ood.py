@@ -445,27 +445,55 @@ def split_outputs(model: torch.nn.Module, loader, scores: list[str], spec: dict[
 
 
 @torch.no_grad()
-def node_split_outputs(model: torch.nn.Module, graph) -> dict[str, SplitOutputs]:
+def node_split_outputs(model: torch.nn.Module, graph, features: bool = False) -> dict[str, SplitOutputs]:
     """The logits of a node classifier over its one ``graph`` (``x``, ``edge_index``, ``y`` and a boolean
-    ``<split>_mask`` per split), in one pass, per split (``train``, ``val``, ``test``): its nodes'."""
+    ``<split>_mask`` per split), in one pass, per split (``train``, ``val``, ``test``): its nodes'. ``features``:
+    also the nodes' penultimate features (``forward_head(forward_features(x, edge_index), edge_index,
+    pre_logits=True)``) from the same pass, for the baselines that read them (:func:`knn_score`)."""
     graph = graph.to(next(model.parameters()).device)
-    logits = model(graph.x, graph.edge_index).float().cpu()  # (N, C)
-    return {split: SplitOutputs(None, logits[mask], graph.y[mask].cpu(), None, None)
+    penultimate = None
+    if features:
+        hidden = model.forward_features(graph.x, graph.edge_index)
+        logits = model.forward_head(hidden, graph.edge_index)
+        penultimate = model.forward_head(hidden, graph.edge_index, pre_logits=True).float().cpu()  # (N, D)
+    else:
+        logits = model(graph.x, graph.edge_index)
+    logits = logits.float().cpu()  # (N, C)
+    return {split: SplitOutputs(None if penultimate is None else penultimate[mask], logits[mask],
+                                graph.y[mask].cpu(), None, None)
             for split in ("train", "val", "test") for mask in [graph[f"{split}_mask"].cpu()]}
+
+
+def scored_outputs(model: torch.nn.Module, card, detector: Detector, loader, frame=None,
+                   progress: bool = False) -> tuple[np.ndarray, SplitOutputs]:
+    """(N,) ``ood_score`` of the inputs of ``loader``'s ``(inputs, targets)`` batches, and the outputs of the pass
+    that scored them (features, logits, ...: what baselines such as :func:`max_softmax_score` read); ``frame``: a
+    table's raw rows, in the loader's order."""
+    out = split_outputs(model.eval(), loader, detector.scores, card.input_spec, frame, progress=progress,
+                        desc="OOD scores")
+    return detector.score(out.components(detector)), out
 
 
 def score_inputs(model: torch.nn.Module, card, detector: Detector, loader, frame=None,
                  progress: bool = False) -> np.ndarray:
     """(N,) ``ood_score`` of the inputs of ``loader``'s ``(inputs, targets)`` batches; ``frame``: a table's raw rows,
     in the loader's order."""
-    out = split_outputs(model.eval(), loader, detector.scores, card.input_spec, frame, progress=progress,
-                        desc="OOD scores")
-    return detector.score(out.components(detector))
+    return scored_outputs(model, card, detector, loader, frame, progress)[0]
 
 
 def _has_statistics(scores: list[str]) -> bool:
     """Whether ``scores`` fit statistics on the training split (the energy and reconstruction scores have none)."""
     return bool({"mahalanobis", "range", "inputs", "grey_energy", "sensor_order"} & set(scores))
+
+
+def training_outputs(model: torch.nn.Module, card, datamodule, scores: list[str],
+                     progress: bool = False) -> SplitOutputs:
+    """The outputs that ``scores`` need of at most :data:`MAX_FIT_ITEMS` items of ``datamodule``'s training split,
+    unaugmented: the items the statistics are fitted on (the same at every call)."""
+    torch.manual_seed(0)  # the training loader's shuffle (and augmentation) pick the fitted subset
+    training_loader = getattr(datamodule, "statistics_dataloader", datamodule.train_dataloader)  # unaugmented
+    return split_outputs(model, training_loader(), scores, card.input_spec, limit=MAX_FIT_ITEMS, progress=progress,
+                         desc="OOD fit: train")
 
 
 def _split_outputs_of(model: torch.nn.Module, card, datamodule, scores: list[str],
@@ -476,11 +504,8 @@ def _split_outputs_of(model: torch.nn.Module, card, datamodule, scores: list[str
     if kind == GRAPH_KIND:
         return node_split_outputs(model, next(iter(datamodule.train_dataloader())))
     frames = getattr(datamodule, "frames", {})  # a table's raw splits (tabular data modules keep them)
-    torch.manual_seed(0)  # the training loader's shuffle (and augmentation) pick the fitted subset
-    training_loader = getattr(datamodule, "statistics_dataloader", datamodule.train_dataloader)  # unaugmented
-    outputs = {"train": None if not _has_statistics(scores) else
-               split_outputs(model, training_loader(), scores, card.input_spec, limit=MAX_FIT_ITEMS,
-                             progress=progress, desc="OOD fit: train")}
+    outputs = {"train": training_outputs(model, card, datamodule, scores, progress) if _has_statistics(scores)
+               else None}
     for split, loader in (("val", datamodule.val_dataloader()), ("test", datamodule.test_dataloader())):
         outputs[split] = split_outputs(model, loader, scores, card.input_spec, frames.get(split), progress=progress,
                                        desc=f"OOD fit: {split}")

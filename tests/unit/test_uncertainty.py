@@ -387,3 +387,51 @@ def test_audio_statistics_read_the_training_spectrograms_unaugmented():
     x, y = next(iter(data.statistics_dataloader()))
     assert soft_targets.dim() == 2 and not torch.allclose(augmented_x, specs[:4])
     assert torch.equal(x, specs[:4]) and torch.equal(y, labels[:4])
+
+
+def test_max_softmax_and_max_logit_scores_rank_unsure_logits_above_sure_ones():
+    """Uniform logits over C classes: MSP score 1 - 1/C, max logit score minus the common logit; a sure input scores
+    lower than an unsure one under both, and the energy agrees."""
+    from hub import ood
+
+    uniform, sure = torch.zeros(1, 4), torch.tensor([[8.0, 0.0, 0.0, 0.0]])
+    assert ood.max_softmax_score(uniform).item() == pytest.approx(0.75)
+    assert ood.max_softmax_score(torch.full((1, 5), 3.0)).item() == pytest.approx(0.8)
+    assert ood.max_logit_score(torch.tensor([[1.0, 3.0, -2.0]])).item() == pytest.approx(-3.0)
+    logits = torch.cat([sure, uniform])
+    for score in (ood.max_softmax_score, ood.max_logit_score, ood.energy):
+        assert score(logits)[0] < score(logits)[1]
+    assert ood.max_softmax_score(sure).item() == pytest.approx(3 * np.exp(-8) / (1 + 3 * np.exp(-8)), rel=1e-4)
+
+
+def test_knn_score_is_zero_in_the_bank_and_grows_with_the_angle_to_it():
+    """A point of the bank (or a scaled copy: features are normalised) is at distance 0 from its nearest
+    neighbour; the k-th neighbour's distance grows as the point turns away from the bank; k is capped at the bank's
+    size."""
+    from hub import ood
+
+    bank = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    assert ood.knn_score(torch.tensor([[0.0, 3.0], [2.0, 2.0]]), bank, k=1).tolist() == pytest.approx([0.0, 0.0])
+    turned = torch.tensor([[1.0, 0.1], [1.0, -0.5], [-1.0, 0.0]])
+    assert ood.knn_score(turned, bank, k=1).diff().gt(0).all()
+    assert ood.knn_score(torch.tensor([[-1.0, 0.0]]), bank, k=50).item() == pytest.approx(2.0)  # k = 3: (1, 0)
+    assert ood.knn_score(torch.zeros(0, 2), bank).shape == (0,)
+
+
+def test_node_outputs_with_features_keep_the_logits_of_the_plain_pass():
+    """``node_split_outputs(features=True)`` gives a node classifier's penultimate features from the pass whose
+    logits the detector scores: the same logits as without them."""
+    from torch_geometric.data import Data
+
+    from graph.models.gat import gat
+    from hub import ood
+
+    torch.manual_seed(0)
+    model = gat(in_channels=6, num_classes=3, hidden=4, heads=2).eval()
+    masks = {f"{s}_mask": torch.arange(12) % 3 == i for i, s in enumerate(("train", "val", "test"))}
+    graph = Data(x=torch.rand(12, 6), edge_index=torch.randint(0, 12, (2, 30)), y=torch.arange(12) % 3, **masks)
+    plain, with_features = ood.node_split_outputs(model, graph), ood.node_split_outputs(model, graph, features=True)
+    for split in ("train", "val", "test"):
+        assert plain[split].features is None
+        assert torch.allclose(plain[split].logits, with_features[split].logits)
+        assert with_features[split].features.shape == (4, 8)  # (nodes of the split, heads * hidden)
