@@ -269,6 +269,7 @@ def multi_shapes(train_size: int = 20_000, val_size: int = 500, test_size: int =
 
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR_LOCAL_SOURCE = "CIFAR-10, HUB_DATA_DIR/cifar10 (JPEG ImageFolder copy of the official splits)"
+CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 CIFAR_SUBSET_PER_CLASS = 2000  # train/ of the local copy: the first 2000 images of each class (PROVENANCE.md)
 
 
@@ -289,8 +290,9 @@ def _array_images(pixels: np.ndarray, spec: dict[str, Any]) -> torch.Tensor:
 class Cifar10Data(ResidentImageData):
     def __init__(self, batch_size: int, num_workers: int, seed: int, split_seed: int, val_fraction: float,
                  img_size: int, augment: bool, train_subset: int | None, full_train: bool, translate: int,
-                 cutout: int):
+                 cutout: int, classes: list[str] | None):
         super().__init__(batch_size, num_workers, seed)
+        self.classes = list(classes) if classes else None
         self.split_seed, self.val_fraction, self.img_size = split_seed, val_fraction, img_size
         self.train_subset, self.full_train = train_subset, full_train
         self.augment = BatchAugment(translate=translate, cutout=cutout) if augment else None
@@ -333,13 +335,16 @@ class Cifar10Data(ResidentImageData):
         spec = image_spec(self.img_size, self.img_size, 3, CIFAR_MEAN, CIFAR_STD)
         local = (root / "train").is_dir() and (root / "test").is_dir()
         train, test, classes, source = self._local(root, spec) if local else self._downloaded(root, spec)
+        if self.classes:
+            train, test = (s.of_classes([classes.index(c) for c in self.classes]) for s in (train, test))
+            classes = self.classes
         labels = train.labels.numpy()
         train_idx, val_idx = stratified_split(labels, (1 - self.val_fraction, self.val_fraction), self.split_seed)
         if self.train_subset:
             train_idx = np.sort(np.random.default_rng(self.split_seed).permutation(train_idx)[: self.train_subset])
         self.train_set, self.val_set = (train.subset(torch.from_numpy(i)) for i in (train_idx, val_idx))
         self.test_set = test
-        self.num_classes, self.label_names = 10, list(classes)
+        self.num_classes, self.label_names = len(classes), list(classes)
         self.input_spec = spec
         self.info = {"source": source, "license": "none stated by the CIFAR-10 authors",
                      "sizes": [len(train_idx), len(val_idx), len(test)]}
@@ -349,7 +354,7 @@ class Cifar10Data(ResidentImageData):
 def cifar10(batch_size: int = 128, num_workers: int = 2, seed: int = 0, split_seed: int = 0,
             val_fraction: float = 0.1, img_size: int = 32, augment: bool = True,
             train_subset: int | None = None, full_train: bool = False, translate: int = 4,
-            cutout: int = 0) -> Cifar10Data:
+            cutout: int = 0, classes: list[str] | None = None) -> Cifar10Data:
     """CIFAR-10: 32x32 colour images of 10 classes; a stratified validation part carved from train.
 
     Args:
@@ -357,10 +362,16 @@ def cifar10(batch_size: int = 128, num_workers: int = 2, seed: int = 0, split_se
             default the 20,000 of ``train/`` (2,000 per class), which the earlier tags were trained on.
         augment: flips and translations of up to ``translate`` pixels (reflect padding), plus a ``cutout``
             square when > 0, drawn per image on the training batch (:class:`vision.resident.BatchAugment`).
+        classes: keep only these classes (names, e.g. ``[airplane, automobile, ...]``), labelled in this order:
+            the open-set protocol (Neal et al. 2018) trains on some classes and holds the others out as unknowns.
         num_workers: not used (kept so older recipes load): the images are decoded once and held in memory.
     """
+    if classes is not None and (len(set(classes)) != len(classes) or len(classes) < 2
+                                or not set(classes) <= set(CIFAR_CLASSES)):
+        raise DataError(f"data.args.classes must name at least 2 distinct CIFAR-10 classes out of {CIFAR_CLASSES}, "
+                        f"got {list(classes)}")
     return Cifar10Data(batch_size, num_workers, seed, split_seed, val_fraction, img_size, augment, train_subset,
-                       full_train, translate, cutout)
+                       full_train, translate, cutout, classes)
 
 
 class BreastMnistData(ResidentImageData):

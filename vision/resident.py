@@ -153,6 +153,14 @@ class ResidentImages(Dataset):
         files = [self.files[i] for i in index.tolist()] if self.files is not None else None
         return ResidentImages(self.images[index], self.labels[index], self.mean, self.std, files)
 
+    def of_classes(self, classes: Sequence[int]) -> "ResidentImages":
+        """The images of ``classes`` (class indices), relabelled 0..len(classes)-1 in that order."""
+        relabel = torch.full((int(self.labels.max()) + 1,), -1, dtype=torch.long)
+        relabel[torch.as_tensor(list(classes), dtype=torch.long)] = torch.arange(len(classes))
+        kept = self.subset(torch.nonzero(relabel[self.labels] >= 0).flatten())
+        kept.labels = relabel[kept.labels]
+        return kept
+
     def batches(self, batch_size: int, augment: BatchAugment | None = None, shuffle: bool = False,
                 drop_last: bool = False, seed: int = 0, device: torch.device | str | None = None) -> "ImageBatches":
         return ImageBatches(self.images, self.labels, self.mean, self.std, batch_size, augment, shuffle, drop_last,
