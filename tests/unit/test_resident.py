@@ -127,3 +127,16 @@ def test_resident_images_refuse_float_pixels_and_subset_keeps_files():
     resident = ResidentImages(torch.zeros(3, 1, 4, 4, dtype=torch.uint8), [0, 1, 2], [0.5], [0.5], ["a", "b", "c"])
     part = resident.subset(torch.tensor([2, 0]))
     assert part.files == ["c", "a"] and part.labels.tolist() == [2, 0] and len(part) == 2
+
+
+def test_of_classes_keeps_the_named_classes_relabelled_in_their_order_and_cifar10_refuses_unknown_names():
+    from vision.data import cifar10
+
+    images = torch.arange(6, dtype=torch.uint8).view(6, 1, 1, 1).expand(6, 3, 2, 2).contiguous()
+    kept = ResidentImages(images, [0, 1, 2, 0, 1, 2], [0.0] * 3, [1.0] * 3).of_classes([2, 0])
+    assert kept.labels.tolist() == [1, 0, 1, 0]  # classes 0 and 2 of items 0, 2, 3, 5: 2 -> 0, 0 -> 1
+    assert kept.images[:, 0, 0, 0].tolist() == [0, 2, 3, 5]
+    with pytest.raises(DataError, match="distinct CIFAR-10 classes.*'plane'"):
+        cifar10(classes=["cat", "plane"])
+    with pytest.raises(DataError, match="at least 2"):
+        cifar10(classes=["cat"])
