@@ -70,21 +70,31 @@ def cmd_info(args) -> int:
     return 0
 
 
-def _print_run(run_dir: Path) -> None:
+def _print_run(run_dir: Path, seconds: float | None = None) -> None:
+    """The run's test metrics, best monitored epoch and folder; with ``seconds`` (the wall time of the whole
+    command), how long training took: the epochs' fit (``metrics.json``'s ``fit_seconds``) and the rest (data,
+    model, test, calibration and OOD statistics)."""
     summary = json.loads((run_dir / "metrics.json").read_text())
     for key, value in summary.get("test", {}).items():
         print(f"{key}: {value:.4f}")
     print(f"best {summary['best']['monitor']}: {summary['best']['value']} (epoch {summary['best']['epoch']})")
+    if seconds is not None and "fit_seconds" in summary:
+        epochs = summary["final"].get("epoch", -1) + 1
+        print(f"wall time: {seconds:.1f} s ({summary['fit_seconds']:.1f} s fitting, to epoch {epochs}; the rest: data, "
+              "model, test, calibration, OOD statistics)")
     print(f"run folder: {run_dir}")
 
 
 def cmd_train(args) -> int:
+    import time
+
     from hub.run.train import is_ddp_worker, train
 
+    start = time.perf_counter()
     overrides = [*args.overrides, *([f"output_dir={args.output_dir}"] if args.output_dir else [])]
     run_dir = train(args.recipe, overrides, resume=args.resume, progress=not args.no_progress)
     if not is_ddp_worker():
-        _print_run(run_dir)
+        _print_run(run_dir, time.perf_counter() - start)
     return 0
 
 

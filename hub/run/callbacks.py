@@ -77,18 +77,28 @@ class Lookahead(pl.Callback):
 
 class RunRecorder(pl.Callback):
     """Keeps one row of metrics per epoch in ``metrics.csv``; its history is saved in checkpoints, so
-    a resumed run continues the table from the checkpoint's epoch."""
+    a resumed run continues the table from the checkpoint's epoch. An epoch without validation
+    (``trainer.check_val_every_n_epoch`` > 1) has no validation metrics in its row: Lightning keeps the last
+    validation's, which are not that epoch's."""
+
+    VALIDATION_KEYS = ("val/", "monitor/")  # logged by validation steps and by JointImprovement after them
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.history: list[dict[str, float]] = []
+        self.validated_epoch: int | None = None
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self.validated_epoch = trainer.current_epoch
 
     def on_train_epoch_end(self, trainer, pl_module):
         if trainer.sanity_checking:
             return
         row = {"epoch": trainer.current_epoch, "step": trainer.global_step}
+        validated = self.validated_epoch == trainer.current_epoch
         for key, value in trainer.callback_metrics.items():
-            if key.endswith("_step"):
+            if key.endswith("_step") or (key.startswith(self.VALIDATION_KEYS) and not validated):
                 continue
             row[key.removesuffix("_epoch")] = float(value)
         row["lr"] = float(trainer.optimizers[0].param_groups[0]["lr"])

@@ -62,12 +62,11 @@ def plot_curves(rows: list[dict[str, float]], path: Path) -> None:
 
     metrics = sorted({k.split("/", 1)[1] for row in rows for k in row if k.split("/", 1)[0] in ("train", "val")})
     fig, axes = plt.subplots(1, max(1, len(metrics)), figsize=(4 * max(1, len(metrics)), 3.2), squeeze=False)
-    epochs = [r["epoch"] for r in rows]
     for ax, metric in zip(axes[0], metrics):
-        for stage in ("train", "val"):
-            values = [r.get(f"{stage}/{metric}", float("nan")) for r in rows]
-            if not all(math.isnan(v) for v in values):
-                ax.plot(epochs, values, label=stage, marker="." if len(rows) < 30 else None)
+        for stage in ("train", "val"):  # validation may run every few epochs only: its epochs are plotted
+            points = [(r["epoch"], r[f"{stage}/{metric}"]) for r in rows if f"{stage}/{metric}" in r]
+            if points and not all(math.isnan(v) for _, v in points):
+                ax.plot(*zip(*points), label=stage, marker="." if len(points) < 30 else None)
         ax.set_title(metric)
         ax.set_xlabel("epoch")
         ax.legend()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -303,7 +304,9 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     recorder = RunRecorder(run_dir)
     trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, data_callbacks, progress)
     ckpt = str(run_dir / "checkpoints" / "last.ckpt") if resume_dir is not None else None
+    fit_start = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
+    fit_seconds = time.perf_counter() - fit_start
 
     replicas = _replica_check(trainer, module.model)
     rows = list(recorder.history)
@@ -328,9 +331,10 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
     log_test_metrics(trainer.loggers, test, trainer.global_step)
     best_score = trainer.checkpoint_callback.best_model_score
     best_epoch = None
-    if rows and monitor in rows[0]:
-        values = [r.get(monitor, float("nan")) for r in rows]
-        best_epoch = rows[int(np.nanargmax(values) if mode == "max" else np.nanargmin(values))]["epoch"]
+    validated = [r for r in rows if monitor in r]  # every epoch, or every trainer.check_val_every_n_epoch
+    if validated:
+        values = [r[monitor] for r in validated]
+        best_epoch = validated[int(np.nanargmax(values) if mode == "max" else np.nanargmin(values))]["epoch"]
     validation_metric, validation_mode = (monitor, mode) if isinstance(recipe.trainer.monitor, str) \
         else (task.monitor, task.mode)
     summary = {
@@ -344,6 +348,7 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
         "epoch_selection": _epoch_selection(recipe, monitor, mode) if best_path != last_path
         else "weights of the last epoch are tested (fixed schedule)",
         "replicas": replicas,
+        "fit_seconds": round(fit_seconds, 1),  # wall time of this process's trainer.fit (a resumed run: since resuming)
     }
     write_summary(run_dir, summary)
     if rows:
