@@ -3,15 +3,19 @@
 
 - out-of-distribution scores (:mod:`hub.ood`): per tag, the score its card names, the share of in-distribution test
   inputs flagged (the false-alarm rate, configured at 1%), and per shifted set the AUROC of ``ood_score`` for
-  separating it from the test inputs and the share of it flagged;
+  separating it from the test inputs, beside the AUROC of the plain baselines computed from the same forward pass
+  (:func:`baseline_scores`: the maximum softmax probability, the max logit and the energy of a classifier's logits;
+  KNN, the distance to the 50th nearest training feature, normalised, of a model with penultimate features (the
+  k-th, k at most 5% of a bank of fewer than 1,000); the width of a regression's 90% conformal interval), the best
+  of them, and the share of the set flagged;
 - calibration (:mod:`hub.uncertainty`): a classifier's temperature with its expected calibration error and NLL
   before and after on the validation and test splits (from the card, else fitted here on the validation split),
   a regression's 90% (Mondrian) split conformal interval with its coverage and mean width on the test split.
 
-    HUB_DATA_DIR=../shared/data python -m benchmarks.uncertainty [--tags vit_digits.sklearn mlp.adult ...]
+    HUB_DATA_DIR=../shared/data python -m benchmarks.uncertainty [--tags vit_digits.sklearn ...] [--near cora ...]
 
-A run rewrites the rows of the tags it measures (all of :data:`TAGS` by default) and keeps the report's other rows
-(tags another run added), in the order of :data:`TAGS`, then the others.
+A run rewrites the rows of the tags and near shifts it measures (all of :data:`TAGS` and :data:`NEAR` by default)
+and keeps the report's other rows (tags another run added), in the order of :data:`TAGS`, then the others.
 
 Shifted sets: images of noise, the digits' negatives, BreastMNIST scans and its own test images in grey for a
 CIFAR-10 model, CIFAR-10 images in grey and in colour for a BreastMNIST model; table rows whose age and hours per
@@ -22,7 +26,23 @@ graphs only) or whose speeds are in km/h; ICU stays whose vital signs are three 
 data pipeline clips every value, to the training split's 99th percentile); graph nodes (the test nodes of Cora or
 CiteSeer) whose feature entries are shuffled within each node, or whose features are another node's (every node's,
 at random); survival-table patients (METABRIC's test rows) aged three times their age, or with an empty gene cell
-(MKI67); for a slot autoencoder, CIFAR-10 test images resized to the scenes' 64x64, and uniform noise.
+(MKI67); for a slot autoencoder, CIFAR-10 test images resized to the scenes' 64x64, and uniform noise. These are far
+shifts.
+
+Near shifts (:data:`NEAR`, ``--near``): inputs of the same kind and source that the model was not trained on, given
+to a model trained here for the purpose (seeded, its family's recipe with overrides; kept in ``runs/near_shift/``
+and reused, never published; delete a run folder to train it again), its detector fitted at the end of training as
+every run's is:
+
+- graphs: gat trained on Cora (CiteSeer) with the labels of its two last classes dropped (their nodes and edges stay
+  in the graph, as a transductive graph holds its unknown nodes, but in no split: the public split's nodes of the
+  other classes are the training, validation and test nodes); the held-out classes' test nodes (public test split)
+  against the known classes' test nodes;
+- audio: ast_tiny trained on FSDD's digits 0-4 (``recipes/audio/ast_tiny_fsdd_digits_0_4.yaml``, unchanged), the
+  test speaker's digits 5-9 against their digits 0-4;
+- tables: mlp trained on Adult's rows of people born in the United States (``native_country`` dropped from the
+  features, so that no unseen category gives the others away; both of Adult's files, split 70/15/15 as a user's
+  table), the rows of people born elsewhere against the test split.
 """
 from __future__ import annotations
 
@@ -30,16 +50,19 @@ import argparse
 import tempfile
 import wave
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
 import hub
-from benchmarks import RESULTS
+from benchmarks import RESULTS, ROOT
 from hub import ood, uncertainty
+from hub.data import data_dir
 from hub.io import atomic_write_bytes
-from hub.models import model_card
+from hub.kinds import transform
+from hub.models import load_run, model_card
 from hub.recipe import card_data
 
 TAGS = ["vit_digits.sklearn", "vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10", "halonet_micro_32.cifar10",
@@ -51,8 +74,12 @@ TAGS = ["vit_digits.sklearn", "vit_micro_patch4_32.cifar10", "coat_lite_micro_32
 TEST_ITEMS = 2000  # in-distribution test inputs scored per tag (the card's test_false_alarm_rate uses all)
 SHIFTED_ITEMS = 300
 VITAL_SIGNS = ("HR", "SysABP", "DiasABP", "MAP", "NISysABP", "NIDiasABP", "NIMAP", "RespRate", "Temp")
-OOD_HEADER = ["| tag | score | flagged in-distribution (n) | card's test false alarms | shifted set | AUROC | "
-              "flagged shifted (n) |", "|---|---|---:|---:|---|---:|---:|"]
+NEAR_DIR = ROOT / "runs" / "near_shift"  # the near-shift models' run folders and data (trained once, reused)
+KNN_NEIGHBOURS = 50  # Sun et al.'s k on CIFAR-10; at most 5% of a smaller bank (a graph's 100 training nodes: 5)
+BASELINES = ("MSP", "max logit", "energy", "KNN", "width")
+OOD_HEADER = ["| tag | score | flagged in-distribution (n) | card's test false alarms | shifted set | "
+              "AUROC ood_score | MSP | max logit | energy | KNN | width | best | flagged shifted (n) |",
+              "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---:|"]
 CALIBRATION_HEADER = ["| tag | fitted | validation ECE before / after | test ECE before / after | "
                       "test NLL before / after | 90% interval: test coverage | mean width | source |",
                       "|---|---|---:|---:|---:|---:|---:|---|"]
@@ -98,19 +125,31 @@ def _write_wav(path: Path, samples: np.ndarray, rate: int = 8000) -> None:
         f.writeframes((np.clip(samples, -1, 1) * 32767).astype(np.int16).tobytes())
 
 
-def _file_scores(model, files: list[str]) -> np.ndarray:
-    from hub.predict import file_predictions
+class Scored(NamedTuple):
+    """A set's ``ood_score`` (N,) and the outputs of the forward pass that scored it (features, logits: what the
+    baselines read)."""
 
-    batches = file_predictions(model, files, batch_size=64)
-    return np.array([float(row[-2]) for _, rows in batches for row in rows])
+    ood_score: np.ndarray
+    outputs: ood.SplitOutputs
 
 
-def _table_scores(model, frame, folder: Path) -> np.ndarray:
-    from hub.predict import table_predictions
+def scored(model, detector, x, y: torch.Tensor | None = None, frame=None) -> Scored:
+    """``x`` (N, ...) or a dict of them (targets ``y``, zeros when None) scored by ``detector``; ``frame``: a table's
+    raw rows."""
+    y = torch.zeros(len(next(iter(x.values())) if isinstance(x, dict) else x), dtype=torch.long) if y is None else y
+    return Scored(*ood.scored_outputs(model, model.pretrained_cfg, detector, _loader(x, y), frame))
 
-    path = folder / "rows.csv"
-    frame.to_csv(path, index=False)
-    return np.array([float(row[-2]) for _, rows in table_predictions(model, str(path), 256) for row in rows])
+
+def _file_inputs(card, files: list[str]) -> torch.Tensor:
+    """The model's inputs (N, ...) of ``files`` (WAVs), prepared as ``predict`` prepares them."""
+    prepare = transform(card)
+    return torch.stack([prepare(f) for f in files])
+
+
+def _table_scored(model, detector, frame) -> Scored:
+    """A table's raw rows (the training columns), prepared as ``predict`` prepares them, scored."""
+    frame = frame.reset_index(drop=True)
+    return scored(model, detector, transform(model.pretrained_cfg)(frame), frame=frame)
 
 
 def grey_images(x: torch.Tensor, spec: dict) -> torch.Tensor:
@@ -139,12 +178,20 @@ def shuffled_node_features(x: torch.Tensor, generator: torch.Generator) -> torch
     return dense.gather(1, order)
 
 
+def scored_nodes(model, detector, graph, x: torch.Tensor | None = None, mask: torch.Tensor | None = None) -> Scored:
+    """The test nodes of ``graph`` (the nodes of ``mask`` (N,) when given) scored, its node features replaced by
+    ``x`` (N, F) when given; with the nodes' penultimate features when the model has them (for KNN)."""
+    if x is not None or mask is not None:
+        graph = graph.clone()
+        graph.x = graph.x if x is None else x
+        graph.test_mask = graph.test_mask if mask is None else mask
+    out = ood.node_split_outputs(model, graph, features=hasattr(model, "forward_head"))["test"]
+    return Scored(detector.score(out.components(detector)), out)
+
+
 def node_scores(model, detector, graph, x: torch.Tensor | None = None) -> np.ndarray:
     """``ood_score`` of the test nodes of ``graph``, its node features replaced by ``x`` (N, F) when given."""
-    if x is not None:
-        graph = graph.clone()
-        graph.x = x
-    return detector.score(ood.node_split_outputs(model, graph)["test"].components(detector))
+    return scored_nodes(model, detector, graph, x).ood_score
 
 
 def survival_rows(data):
@@ -170,14 +217,11 @@ def cifar10_scenes(count: int, size: int) -> torch.Tensor:
     return (pixels.clamp(0, 1) - 0.5) / 0.5
 
 
-def shifted_scores(tag: str, model, detector, data, folder: Path) -> dict[str, np.ndarray]:
-    """``ood_score`` of each shifted set of ``tag``'s inputs (see the module docstring)."""
+def shifted_sets(tag: str, model, detector, data, folder: Path) -> dict[str, Scored]:
+    """Each far shifted set of ``tag``'s inputs (see the module docstring), scored."""
     card = model.pretrained_cfg
     kind, dataset = card.input_spec["kind"], tag.split(".")[1]
     generator = torch.Generator().manual_seed(0)
-
-    def scores(x, y) -> np.ndarray:
-        return ood.score_inputs(model, card, detector, _loader(x, y))
 
     if kind == "image":
         x, y = _tensors(data.test_dataloader(), SHIFTED_ITEMS)
@@ -192,46 +236,42 @@ def shifted_scores(tag: str, model, detector, data, folder: Path) -> dict[str, n
             sets["CIFAR-10 in colour"] = cifar
         else:
             sets["inverted digits"] = -x
-        return {name: scores(s, torch.zeros(len(s), dtype=torch.long)) for name, s in sets.items()}
+        return {name: scored(model, detector, s) for name, s in sets.items()}
     if kind == "table":
         rows = data.frames["test"].head(SHIFTED_ITEMS).drop(columns=[card.input_spec["preprocessor"]["target"]])
-        return {"age x10, hours x20": _table_scores(model, rows.assign(age=rows["age"] * 10,
-                                                                         hours_per_week=rows["hours_per_week"] * 20),
-                                                    folder),
-                "unseen work class": _table_scores(model, rows.assign(workclass="Astronaut"), folder)}
+        return {"age x10, hours x20": _table_scored(model, detector, rows.assign(
+                    age=rows["age"] * 10, hours_per_week=rows["hours_per_week"] * 20)),
+                "unseen work class": _table_scored(model, detector, rows.assign(workclass="Astronaut"))}
     if kind == "sensor_series":
         x, y = _tensors(data.test_dataloader(), SHIFTED_ITEMS)
-        return {"drifting sensors": scores(drifting_sensors(x, generator), y)}
+        return {"drifting sensors": scored(model, detector, drifting_sensors(x, generator), y)}
     if kind == "traffic_series":  # (S, T, N, [speed, time of day]), speeds standardised by the training mean, std
         x, y = _tensors(data.test_dataloader(), SHIFTED_ITEMS)
         permuted = permuted_sensors(x, generator)
         mean, std = card.input_spec["mean"], card.input_spec["std"]
         km_h = x.clone()
         km_h[..., 0] = ((x[..., 0] * std + mean) * 1.609344 - mean) / std
-        return {"sensors permuted": scores(permuted, y), "speeds in km/h": scores(km_h, y)}
+        return {"sensors permuted": scored(model, detector, permuted, y), "speeds in km/h": scored(model, detector,
+                                                                                                   km_h, y)}
     if kind == "icu_stays":
         x, y = _tensors(data.test_dataloader(), SHIFTED_ITEMS)
-        return {"vital signs x3": scores(_scaled_vital_signs(x, card.input_spec, 3.0), y)}
+        return {"vital signs x3": scored(model, detector, _scaled_vital_signs(x, card.input_spec, 3.0), y)}
     if kind == "graph":
         graph = data.graph
         swapped = graph.x.to_dense()[torch.randperm(graph.num_nodes, generator=generator)]
-        return {"shuffled feature entries": node_scores(model, detector, graph,
-                                                        shuffled_node_features(graph.x, generator)),
-                "another node's features": node_scores(model, detector, graph, swapped)}
+        return {"shuffled feature entries": scored_nodes(model, detector, graph,
+                                                         shuffled_node_features(graph.x, generator)),
+                "another node's features": scored_nodes(model, detector, graph, swapped)}
     if kind == "survival_table":
         rows = survival_rows(data).head(SHIFTED_ITEMS)
-        path = folder / "patients.csv"
-        sets = {"age x3": rows.assign(age=rows["age"] * 3), "empty gene (MKI67)": rows.assign(MKI67=np.nan)}
-        scores = {}
-        for name, frame in sets.items():
-            frame.to_csv(path, index=False)
-            scores[name] = _file_scores(model, [str(path)])
-        return scores
+        prepare = transform(card)
+        return {name: scored(model, detector, prepare(frame)) for name, frame in
+                {"age x3": rows.assign(age=rows["age"] * 3), "empty gene (MKI67)": rows.assign(MKI67=np.nan)}.items()}
     if kind == "scene":
         x, y = _tensors(data.test_dataloader(), SHIFTED_ITEMS)
         sets = {"CIFAR-10 at 64x64": cifar10_scenes(len(x), x.shape[-1]),
                 "uniform noise": torch.rand(x.shape, generator=generator) * 2 - 1}
-        return {name: ood.score_inputs(model, card, detector, _loader(s, y)) for name, s in sets.items()}
+        return {name: scored(model, detector, s, y) for name, s in sets.items()}
     if kind == "audio":
         rng, t = np.random.default_rng(0), np.arange(4000) / 8000
         noise, tones = [], []
@@ -240,7 +280,8 @@ def shifted_scores(tag: str, model, detector, data, folder: Path) -> dict[str, n
             _write_wav(folder / f"tone{i}.wav", 0.5 * np.sin(2 * np.pi * (200 + 60 * i) * t))
             noise.append(str(folder / f"noise{i}.wav"))
             tones.append(str(folder / f"tone{i}.wav"))
-        return {"white noise": _file_scores(model, noise), "pure tones": _file_scores(model, tones)}
+        return {"white noise": scored(model, detector, _file_inputs(card, noise)),
+                "pure tones": scored(model, detector, _file_inputs(card, tones))}
     raise ValueError(f"no shifted sets for inputs of kind {kind!r}")
 
 
@@ -251,27 +292,211 @@ def _auroc(inside: np.ndarray, outside: np.ndarray) -> float:
     return float(roc_auc_score(np.r_[np.zeros(len(inside)), np.ones(len(outside))], scores))
 
 
+def in_distribution(model, detector, data) -> Scored:
+    """The in-distribution test inputs scored: the first :data:`TEST_ITEMS` (all rows of a table or survival
+    table, all test nodes of a graph)."""
+    card = model.pretrained_cfg
+    kind = card.input_spec["kind"]
+    if kind == "table":
+        return Scored(*ood.scored_outputs(model, card, detector, data.test_dataloader(), data.frames["test"]))
+    if kind == "survival_table":  # batches of named inputs, all test rows
+        return Scored(*ood.scored_outputs(model, card, detector, data.test_dataloader()))
+    if kind == "graph":
+        return scored_nodes(model, detector, data.graph)
+    return scored(model, detector, *_tensors(data.test_dataloader(), TEST_ITEMS))
+
+
+def knn_bank(model, detector, data) -> torch.Tensor | None:
+    """The penultimate features of the training split (at most :data:`hub.ood.MAX_FIT_ITEMS` items, the ones the
+    detector's statistics were fitted on; a graph's training nodes), or None for a model without them."""
+    card = model.pretrained_cfg
+    if card.input_spec["kind"] == "graph":
+        return ood.node_split_outputs(model, data.graph, features=True)["train"].features \
+            if hasattr(model, "forward_head") else None
+    if "mahalanobis" not in detector.scores:
+        return None
+    return ood.training_outputs(model, card, data, ["mahalanobis"]).features
+
+
+def interval_widths(card, outputs: torch.Tensor) -> np.ndarray:
+    """(N,) the mean width of the card's 90% conformal intervals over each item's ``outputs`` (N, K, ...) (a traffic
+    forecast's horizons and sensors), in the target's units: wide where the model is unsure."""
+    names = card.calibration["conformal"]["outputs"]
+    scale, shift = uncertainty.target_units(card.input_spec)
+    values = outputs.double().reshape(len(outputs), len(names), -1).transpose(1, 2).reshape(-1, len(names))
+    _, bounds = uncertainty.interval_columns(card, names, values * scale + shift)  # (N * rest, 3K)
+    return (bounds[:, 2::3] - bounds[:, 1::3]).reshape(len(outputs), -1).mean(1).numpy()
+
+
+def baseline_scores(card, outputs: ood.SplitOutputs, bank: torch.Tensor | None) -> dict[str, np.ndarray]:
+    """The plain baselines of :data:`BASELINES` that ``outputs`` allow (higher: more unusual): MSP, max logit and
+    energy of a classifier's logits, KNN of penultimate features against ``bank``, the interval width of a regression
+    with conformal intervals in its card."""
+    found = {}
+    if card.label_names and outputs.logits is not None:
+        found.update({"MSP": ood.max_softmax_score(outputs.logits).numpy(),
+                      "max logit": ood.max_logit_score(outputs.logits).numpy(),
+                      "energy": ood.energy(outputs.logits).numpy()})
+    if bank is not None and outputs.features is not None:
+        found["KNN"] = ood.knn_score(outputs.features, bank, min(KNN_NEIGHBOURS, max(1, len(bank) // 20))).numpy()
+    if "half_width" in card.calibration.get("conformal", {}) and outputs.logits is not None:
+        found["width"] = interval_widths(card, outputs.logits)
+    return found
+
+
+def aurocs(card, inside: Scored, shifted: Scored, bank: torch.Tensor | None) -> dict[str, float]:
+    """The AUROC of ``ood_score`` and of each baseline the model allows (:func:`baseline_scores`) for telling the
+    ``shifted`` set from the ``inside`` one."""
+    inside_baselines, shifted_baselines = (baseline_scores(card, s.outputs, bank) for s in (inside, shifted))
+    return {"ood_score": _auroc(inside.ood_score, shifted.ood_score),
+            **{b: _auroc(inside_baselines[b], shifted_baselines[b]) for b in inside_baselines}}
+
+
+def rows_of(label: str, card, detector, inside: Scored, sets: dict[str, Scored], bank: torch.Tensor | None,
+            false_alarms: float) -> list[str]:
+    """The OOD table's rows of one model (``label``): per shifted set, the AUROC of ``ood_score`` and of each
+    baseline, the best, the flagged shares; ``false_alarms``: the card's test false-alarm rate."""
+    rows = []
+    for name, shifted in sets.items():
+        found = aurocs(card, inside, shifted, bank)
+        cells = [f"{found[b]:.3f}" if b in found else "—" for b in ("ood_score", *BASELINES)]
+        rows.append(f"| {label} | {card.ood['score']} | {detector.flag(inside.ood_score).mean():.1%} "
+                    f"({len(inside.ood_score)}) | {false_alarms:.1%} | {name} | {' | '.join(cells)} | "
+                    f"{', '.join(b for b in found if round(found[b], 3) == round(max(found.values()), 3))} | "
+                    f"{detector.flag(shifted.ood_score).mean():.1%} "
+                    f"({len(shifted.ood_score)}) |")
+    return rows
+
+
 def ood_rows(tag: str, model, data) -> list[str]:
     """The OOD table's rows of ``tag``."""
     card = model.pretrained_cfg
     detector = ood.load_detector(card)
     if detector is None:
-        return [f"| {tag} | {card.ood.get('score', 'not fitted')} | - | - | - | - | - |"]
-    if card.input_spec["kind"] == "table":
-        inside = ood.score_inputs(model, card, detector, data.test_dataloader(), data.frames["test"])
-    elif card.input_spec["kind"] == "survival_table":  # batches of named inputs, all test rows
-        inside = ood.score_inputs(model, card, detector, data.test_dataloader())
-    elif card.input_spec["kind"] == "graph":
-        inside = node_scores(model, detector, data.graph)
-    else:
-        inside = ood.score_inputs(model, card, detector, _loader(*_tensors(data.test_dataloader(), TEST_ITEMS)))
-    rows = []
+        return [f"| {tag} | {card.ood.get('score', 'not fitted')} | - | - | - | - | - | - | - | - | - | - | - |"]
+    inside, bank = in_distribution(model, detector, data), knn_bank(model, detector, data)
     with tempfile.TemporaryDirectory() as folder:
-        for name, scores in shifted_scores(tag, model, detector, data, Path(folder)).items():
-            rows.append(f"| {tag} | {card.ood['score']} | {detector.flag(inside).mean():.1%} ({len(inside)}) | "
-                        f"{card.ood['test_false_alarm_rate']:.1%} | {name} | {_auroc(inside, scores):.3f} | "
-                        f"{detector.flag(scores).mean():.1%} ({len(scores)}) |")
-    return rows
+        sets = shifted_sets(tag, model, detector, data, Path(folder))
+    return rows_of(tag, card, detector, inside, sets, bank, card.ood["test_false_alarm_rate"])
+
+
+# ---- near shifts: models trained here on part of the data, scored on the rest --------------------------------------
+
+def near_run(recipe: str, name: str, overrides: list[str]) -> Path:
+    """The finished run folder of ``recipe`` with ``overrides`` under :data:`NEAR_DIR` / ``name`` (the latest),
+    trained now when there is none."""
+    from hub.run.train import train
+
+    done = sorted((NEAR_DIR / name).glob("*/card.json"))
+    if done:
+        return done[-1].parent
+    return train(str(ROOT / recipe), [*overrides, f"output_dir={NEAR_DIR}", f"name={name}"], progress=False)
+
+
+def _open_graph_folder(dataset: str, held_out: list[int], folder: Path) -> torch.Tensor:
+    """Write Planetoid graph ``dataset`` as a graph folder (``graph.data``'s format) whose nodes of the ``held_out``
+    classes are unlabelled and in no split (the public split's other nodes keep theirs); returns the mask (N,) of
+    the held-out classes' public test nodes."""
+    import pandas as pd
+
+    from graph.data import read_planetoid
+
+    raw = read_planetoid(dataset)
+    known = ~torch.isin(raw.y, torch.tensor(held_out))
+    split = np.full(raw.num_nodes, "", dtype=object)
+    for name in ("train", "val", "test"):
+        split[(raw[f"{name}_mask"] & known).numpy()] = name
+    if not (folder / "edges.csv").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        nodes = pd.DataFrame(raw.x.to_dense().numpy(), columns=[f"f{i}" for i in range(raw.x.shape[1])])
+        nodes.insert(0, "id", [f"n{i}" for i in range(raw.num_nodes)])
+        nodes["label"] = np.where(known.numpy(), raw.y.numpy().astype(str), "")
+        nodes["split"] = split
+        nodes.to_csv(folder / "nodes.csv", index=False, float_format="%g")
+        pd.DataFrame({"src": [f"n{i}" for i in raw.edge_index[0].tolist()],
+                      "dst": [f"n{i}" for i in raw.edge_index[1].tolist()]}).to_csv(folder / "edges.csv", index=False)
+    return raw.test_mask & ~known
+
+
+def near_graph(dataset: str, held_out: list[int]) -> tuple[str, Path, dict]:
+    """gat on Planetoid graph ``dataset`` without the labels of the ``held_out`` classes (module docstring)."""
+    name = f"gat_{dataset.lower()}_without_{'_'.join(map(str, held_out))}"
+    folder = NEAR_DIR / "data" / name
+    unknown = _open_graph_folder(dataset, held_out, folder)
+    run = near_run(f"recipes/graph/gat_{dataset.lower()}.yaml", name,
+                   ["data.name=graph_folder", f"data.args={{root: {folder}, normalize: true}}"])
+    classes = ", ".join(map(str, held_out))
+    return (f"gat on {dataset} without classes {classes}", run,
+            {f"near: classes {classes} (test nodes)": lambda model, detector, data:
+             scored_nodes(model, detector, data.graph, mask=unknown)})
+
+
+def near_audio() -> tuple[str, Path, dict]:
+    """ast_tiny on FSDD's digits 0-4, given the test speaker's digits 5-9."""
+    run = near_run("recipes/audio/ast_tiny_fsdd_digits_0_4.yaml", "ast_tiny_fsdd_digits_0_4", [])
+
+    def digits_5_9(model, detector, data) -> Scored:
+        speaker = model.pretrained_cfg.data["args"]["test_speaker"]
+        files = sorted(str(p) for d in range(5, 10) for p in (data_dir() / "fsdd" / "recordings").glob(
+            f"{d}_{speaker}_*.wav"))
+        return scored(model, detector, _file_inputs(model.pretrained_cfg, files))
+
+    return "ast_tiny on FSDD digits 0-4", run, {"near: digits 5-9 (test speaker)": digits_5_9}
+
+
+def near_table() -> tuple[str, Path, dict]:
+    """mlp on Adult's rows of people born in the United States, given the rows of people born elsewhere."""
+    import pandas as pd
+
+    adult = card_data(model_card("mlp.adult"))
+    rows = pd.concat([adult.frames[s] for s in ("train", "val", "test")], ignore_index=True)
+    born_us = rows["native_country"] == "United-States"
+    path = NEAR_DIR / "data" / "adult_born_us.csv"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows[born_us].drop(columns=["native_country"]).to_csv(path, index=False)
+    run = near_run("recipes/tabular/mlp_adult.yaml", "mlp_adult_born_us",
+                   ["data.name=tabular_csv", f"data.args={{path: {path}, target: income, batch_size: 512, "
+                                             "split_seed: 0, scaling: quantile}"])
+    elsewhere = rows[~born_us & rows["native_country"].notna()].drop(columns=["native_country", "income"])
+    return ("mlp on Adult, people born in the US", run,
+            {"near: people born elsewhere": lambda model, detector, data: _table_scored(model, detector, elsewhere)})
+
+
+NEAR = {"cora": lambda: near_graph("Cora", [5, 6]), "citeseer": lambda: near_graph("CiteSeer", [4, 5]),
+        "fsdd": near_audio, "adult": near_table}
+
+
+class NearShift(NamedTuple):
+    """A near shift measured: its model's ``label``, card and detector, its test split and near sets scored, and
+    the KNN bank."""
+
+    label: str
+    card: object
+    detector: ood.Detector
+    inside: Scored
+    sets: dict[str, Scored]
+    bank: torch.Tensor | None
+
+
+def near_shift(key: str) -> NearShift:
+    """The near shift :data:`NEAR` [``key``]: its model trained (or reused), its detector the one fitted at the end
+    of training, the near sets and its test split scored."""
+    label, run, sets = NEAR[key]()
+    model = load_run(run).eval()
+    card, detector = model.pretrained_cfg, ood.load_detector(model.pretrained_cfg)
+    data = card_data(card)
+    data.setup("fit")
+    inside, bank = in_distribution(model, detector, data), knn_bank(model, detector, data)
+    shifted = {name: score(model, detector, data) for name, score in sets.items()}
+    return NearShift(label, card, detector, inside, shifted, bank)
+
+
+def near_rows(key: str) -> tuple[str, list[str]]:
+    """``(label, rows)`` of the near shift :data:`NEAR` [``key``] (:func:`near_shift`)."""
+    near = near_shift(key)
+    return near.label, rows_of(near.label, near.card, near.detector, near.inside, near.sets, near.bank,
+                               near.card.ood["test_false_alarm_rate"])
 
 
 def calibration_row(tag: str, model, data) -> str:
@@ -329,7 +554,17 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
              f"(a 1% false-alarm rate). Flagged in-distribution: the first {TEST_ITEMS} test inputs (all rows for "
              "tables and survival tables, all test nodes of a graph); card: the whole test split, as the card "
              "records it. AUROC: of `ood_score`, the shifted set "
-             f"(at most {SHIFTED_ITEMS} inputs) against those test inputs. FSDD's test split is a speaker not heard in "
+             f"(at most {SHIFTED_ITEMS} inputs; a near set's: all of it) against those test inputs, then of the plain "
+             "baselines from the same forward pass: MSP (one minus the maximum softmax probability), max logit and "
+             "energy of a classifier's logits; KNN, the distance to the 50th nearest training feature (normalised "
+             f"penultimate features of at most {ood.MAX_FIT_ITEMS} training items, k at most 5% of a smaller bank: "
+             "a graph's training nodes); width, the mean width of a regression's 90% conformal interval; '—' where "
+             "the model has none; best: the highest AUROC of the row (ties at three decimals all named). Far "
+             "shifts are the rows of the shipped tags; near shifts ('near: ...') are inputs of the same source that "
+             "a model trained here without them was not trained on (held-out classes of a graph, FSDD digits 5-9 for "
+             "a model of digits 0-4, Adult's people born outside the US for a model of those born there; "
+             "`benchmarks/uncertainty.py`), its detector fitted at the end of training as every run's is. FSDD's "
+             "test split is a speaker not heard in "
              "training (the validation split holds the training speakers' clips), so its flagged share is a "
              "speaker shift, not a false-alarm rate. Los-loop's shifted windows come from Los-loop itself: no other "
              "road network's speeds are here; its split is in time order, and its test windows (the last 20% of "
@@ -352,7 +587,9 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tags", nargs="+", default=TAGS)
+    parser.add_argument("--tags", nargs="*", default=TAGS, help="shipped tags to measure (none: only --near)")
+    parser.add_argument("--near", nargs="*", default=list(NEAR), choices=list(NEAR),
+                        help="near shifts to measure (none: only --tags)")
     args = parser.parse_args()
     path = RESULTS / "uncertainty.md"
     for tag in args.tags:  # the report is written after each tag: a long run keeps what it measured
@@ -362,6 +599,10 @@ def main() -> None:
         ood_table, calibration = ood_rows(tag, model, data), calibration_row(tag, model, data)
         write_report(path, ood_table, [calibration], [tag])
         print(*ood_table, calibration, sep="\n", flush=True)
+    for key in args.near:
+        label, ood_table = near_rows(key)
+        write_report(path, ood_table, [], [label])
+        print(*ood_table, sep="\n", flush=True)
     print(f"wrote {path}")
 
 
