@@ -1,7 +1,11 @@
 """A classical classifier on fixed features, for the baselines that ``attnhub finetune`` sets beside a model:
 standardised features, scikit-learn's logistic regression with its inverse regularisation ``C`` picked on the
 validation split, scored on the test split with the metric names of :class:`hub.tasks.ClassificationTask`
-(``test/acc`` first; then ``test/auroc`` and ``test/auprc`` for two classes, ``test/f1`` (macro) for more).
+(``test/acc`` first; then ``test/auroc`` and ``test/auprc`` for two classes, ``test/f1`` (macro) for more). Given
+the run's model's probabilities on the validation and test splits, it also gives the
+:class:`~hub.kinds.PredictorData` from which ``finetune`` chooses the run's predictor (:mod:`hub.predictor`); the
+fitted scaler and classifier are kept as their arrays in ``baseline.safetensors`` (:data:`LINEAR_ARRAYS`, no
+pickle), from which :func:`linear_probabilities` predicts as scikit-learn does.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -13,20 +17,58 @@ validation split, scored on the test split with the metric names of :class:`hub.
 """
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import numpy as np
 
-from hub.kinds import BaselineResult
+from hub.errors import HubError
+from hub.kinds import BaselineResult, PredictorData
+from hub.predictor import blend_of, load_arrays, save_arrays
 
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0)
+LINEAR_FILE = "baseline.safetensors"
+# a kept logistic regression: the scaler's mean and scale (D,), the coefficients (K, D) and intercepts (K,) (K = 1
+# for two classes), the classes it saw in training (K' indices into the label names) and the number of label names
+LINEAR_ARRAYS = ("mean", "scale", "coef", "intercept", "classes", "num_classes")
+
+
+def linear_probabilities(arrays: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Class probabilities of the kept logistic regression for raw features ``x`` (N, D), as scikit-learn's
+    ``predict_proba`` after the scaler: the logistic of the one score for two classes, else the softmax; a class it
+    never saw in training at 0.
+
+    Shapes: (N, D) -> (N, num_classes)."""
+    z = ((np.asarray(x, np.float64) - arrays["mean"]) / arrays["scale"]) @ arrays["coef"].T + arrays["intercept"]
+    if z.shape[1] == 1:  # (N, 1): the score of the second class
+        positive = 1 / (1 + np.exp(-z[:, 0]))
+        seen = np.stack([1 - positive, positive], 1)
+    else:
+        seen = np.exp(z - z.max(1, keepdims=True))
+        seen /= seen.sum(1, keepdims=True)
+    proba = np.zeros((len(z), int(arrays["num_classes"][0])))
+    proba[:, arrays["classes"]] = seen
+    return proba
+
+
+def kept_linear(card) -> dict[str, np.ndarray]:
+    """The arrays of the logistic regression kept with ``card`` (its predictor's baseline file, sha256 checked)."""
+    found = blend_of(card)
+    if found is None:
+        raise HubError(f"the card of {card.name} predicts with its model; it keeps no baseline")
+    _, path, sha256 = found
+    return load_arrays(path, sha256, LINEAR_ARRAYS)
 
 
 def logistic_regression_baseline(name: str, features: dict[str, np.ndarray], labels: dict[str, np.ndarray],
                                  label_names: list[str], ids: list[str], id_column: str = "id",
-                                 seed: int = 0) -> BaselineResult:
+                                 seed: int = 0, model_probabilities: dict[str, np.ndarray] | None = None
+                                 ) -> BaselineResult:
     """Fit on ``features["train"]`` (N, D) and ``labels["train"]`` (N,) class indices into ``label_names``, pick
     ``C`` from :data:`C_GRID` by validation accuracy, score ``"test"``. ``ids`` name the test items in the
     predictions' first column, ``id_column`` (``file``, ``row`` ...), with the true and predicted class and each
-    class's probability."""
+    class's probability. ``model_probabilities`` (the run's model's, ``val`` and ``test``, (N, C) each, in the
+    splits' order) adds the predictor data of both."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
     from sklearn.preprocessing import StandardScaler
@@ -48,4 +90,13 @@ def logistic_regression_baseline(name: str, features: dict[str, np.ndarray], lab
     names = np.asarray(label_names)
     predictions = {id_column: list(ids), "target": names[y].tolist(), "prediction": names[pred].tolist(),
                    **{f"proba_{c}": proba[:, i].tolist() for i, c in enumerate(label_names)}}
-    return BaselineResult(f"{name} (C={model.C:g})", metrics, predictions)
+    result = BaselineResult(f"{name} (C={model.C:g})", metrics, predictions)
+    if model_probabilities is None:
+        return result
+    arrays = {"mean": scaler.mean_, "scale": scaler.scale_, "coef": model.coef_, "intercept": model.intercept_,
+              "classes": model.classes_.astype(np.int64), "num_classes": np.array([len(label_names)])}
+    return dataclasses.replace(result, predictor=PredictorData(
+        task="classification", labels={s: labels[s] for s in ("val", "test")},
+        model={s: model_probabilities[s] for s in ("val", "test")},
+        baseline={s: linear_probabilities(arrays, features[s]) for s in ("val", "test")},
+        save=lambda run_dir: save_arrays(arrays, Path(run_dir) / LINEAR_FILE)))

@@ -19,6 +19,8 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   fitted baseline), ``finetune`` chooses the run's predictor among model, baseline and blend (:mod:`hub.predictor`);
 - ``baseline_outputs(card, path)`` gives the saved baseline's outputs for the inputs at ``path``, for ``predict``
   when the card's predictor is the baseline or a blend; a kind with no baseline predictor (the default) raises;
+  ``blend_outputs(card, weight, model, baseline)`` mixes them with the model's (default: linearly; survival tables
+  average rank-normalised risks);
 - ``default_recipe(family, path, **options)``, on the kind that the families of the tasks in its ``tasks`` read,
   lets ``attnhub finetune FAMILY --data PATH`` train such a family from scratch, with no pretrained tag (e.g.
   ``tabr`` on a CSV never seen before).
@@ -68,7 +70,9 @@ class PredictorData:
     """What choosing a run's predictor needs (:mod:`hub.predictor`), from a kind whose baseline can predict.
 
     ``task``: ``classification`` (outputs: (N, C) probabilities, the model's calibrated as ``predict`` gives them;
-    labels: class indices) or ``regression`` (outputs and labels: values, in the units the run's metrics use);
+    labels: class indices), ``regression`` (outputs and labels: values, in the units the run's metrics use) or
+    ``survival`` (outputs: (N,) risks in the space they are blended in, as ``blend_outputs`` maps them; labels:
+    (N, 2) time and event);
     ``labels``, ``model`` and ``baseline`` map ``val`` and ``test`` to the split's labels and each member's outputs;
     ``save(run_dir)`` writes the fitted baseline into the run folder without pickle and returns the file's path."""
 
@@ -140,6 +144,13 @@ class InputKind:
         predictor."""
         raise DataError(f"inputs of kind {self.name!r} have no baseline predictor: predict uses the model "
                         f"(kinds with one: {kinds_supporting('baseline_outputs')})")
+
+    def blend_outputs(self, card, weight: float, model: Any, baseline: Any) -> Any:
+        """The outputs of the card's predictor from the model's and the saved baseline's for the same inputs (as
+        ``predict`` gives them: probabilities or values; tensors of one shape), ``weight`` on the model's: the
+        baseline's own at 0, else ``weight * model + (1 - weight) * baseline``. A kind that blends in another space
+        overrides it, as the choice among the members (:mod:`hub.predictor`) was made in that space."""
+        return baseline if weight == 0 else weight * model + (1 - weight) * baseline
 
     def default_recipe(self, family: str, path: str, **options) -> dict[str, Any]:
         """A recipe dict training the untrained ``family`` (of a task in :attr:`tasks`) on the data at ``path``."""

@@ -3,8 +3,9 @@ probabilities (or a regression or forecast model's named outputs); for a table, 
 and one probability per class (or the value in the target's units). Probabilities are calibrated and a named output
 has its conformal interval beside it when the card holds them (:mod:`hub.uncertainty`). When the card has OOD
 statistics (:mod:`hub.ood`), every row ends with ``ood_score`` and ``ood`` (True when the input looks unlike the
-training data), and "k of n inputs look unlike the training data" goes to stderr at the end. ``attnhub predict``
-prints and writes them."""
+training data), and "k of n inputs look unlike the training data" goes to stderr at the end. The outputs are those
+of the card's predictor (:mod:`hub.predictor`): the model's, or where the run chose so its input kind's classical
+baseline's or their blend (the OOD columns still score the model's). ``attnhub predict`` prints and writes them."""
 from __future__ import annotations
 
 import csv
@@ -14,7 +15,7 @@ import torch
 
 from hub.data import read_csv_frame
 from hub.errors import HubError
-from hub.kinds import baseline_outputs, predict_logits
+from hub.kinds import kind_of, predict_logits
 from hub.ood import HEADER as OOD_HEADER
 from hub.ood import PredictionScorer
 from hub.predictor import blend_of
@@ -34,34 +35,76 @@ def output_header(card, count: int) -> list[str]:
     return list(card.output_names)
 
 
-def prediction_cells(logits: torch.Tensor, card, k: int,
-                     interval_level: float | None = None) -> tuple[list[str], list[list[str]]]:
-    """CSV header and, per input, the cells after its name: the outputs of a regression or forecast model (a
-    card without ``label_names``), named by :func:`output_header`, each with its interval at ``interval_level`` when
-    the card has them (:func:`hub.uncertainty.interval_columns`), else the top-k classes with their probabilities
-    (of ``logits / temperature``: calibrated when the card has a temperature). ``logits``: (B, ...)."""
+def predicted_values(logits: torch.Tensor, card) -> torch.Tensor:
+    """What the model predicts from its ``logits`` (B, ...): a classifier's class probabilities (B, C) of
+    ``logits / temperature`` (calibrated when the card has a temperature), else its outputs as (B, outputs)."""
     if not card.label_names:
-        values = logits.float().reshape(logits.shape[0], -1)  # (B, outputs)
+        return logits.float().reshape(logits.shape[0], -1)
+    return (logits.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
+
+
+def value_cells(values: torch.Tensor, card, k: int,
+                interval_level: float | None = None) -> tuple[list[str], list[list[str]]]:
+    """CSV header and, per input, the cells after its name, of :func:`predicted_values` (or a predictor's, of the
+    same shape): the outputs of a regression or forecast model (a card without ``label_names``), named by
+    :func:`output_header`, each with its interval at ``interval_level`` when the card has them
+    (:func:`hub.uncertainty.interval_columns`), else the top-k classes with their probabilities."""
+    if not card.label_names:
         header, values = interval_columns(card, output_header(card, values.shape[1]), values, interval_level)
         return header, [[f"{v:.6f}" for v in row] for row in values.tolist()]
-    probs = (logits.float() / card.calibration.get("temperature", 1.0)).softmax(-1)
-    top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    top = values.topk(min(k, values.shape[-1]), dim=-1)
     header = [c for i in range(1, top.indices.shape[1] + 1) for c in (f"class_{i}", f"prob_{i}")]
-    rows = [[cell for i, p in zip(indices, values) for cell in (card.label_names[i], f"{p:.6f}")]
-            for values, indices in zip(top.values.tolist(), top.indices.tolist())]
+    rows = [[cell for i, p in zip(indices, probs) for cell in (card.label_names[i], f"{p:.6f}")]
+            for probs, indices in zip(top.values.tolist(), top.indices.tolist())]
     return header, rows
+
+
+def prediction_cells(logits: torch.Tensor, card, k: int,
+                     interval_level: float | None = None) -> tuple[list[str], list[list[str]]]:
+    """:func:`value_cells` of the model's own :func:`predicted_values`. ``logits``: (B, ...)."""
+    return value_cells(predicted_values(logits, card), card, k, interval_level)
+
+
+def predictor_mix(card, paths: list[str]):
+    """``mix(values) -> values`` of the card's predictor (:mod:`hub.predictor`), called on the model's
+    :func:`predicted_values` of each batch that its input kind's reader yields for ``paths``, in order: the
+    model's as they are, or the kind's ``blend_outputs`` of them and the saved baseline's outputs for the same
+    inputs (the kind's ``baseline_outputs``, read one path at a time as the batches reach it)."""
+    found = blend_of(card)
+    if found is None:
+        return lambda values: values
+    weight, kind = found[0], kind_of(card)
+    pending = (torch.as_tensor(kind.baseline_outputs(card, path), dtype=torch.float32) for path in paths)
+    held = torch.zeros(0)  # baseline outputs read but not yet mixed
+
+    def mix(values: torch.Tensor) -> torch.Tensor:
+        nonlocal held
+        theirs = held
+        while len(theirs) < len(values):
+            more = next(pending, None)
+            if more is None:
+                raise HubError(f"the baseline of {card.name} gave fewer outputs than its model for {paths}; the "
+                               f"input kind {kind.name!r} reads them differently")
+            theirs = more if len(theirs) == 0 else torch.cat([theirs, more])
+        held = theirs[len(values):]
+        return kind.blend_outputs(card, weight, values, theirs[:len(values)].reshape(values.shape))
+
+    return mix
 
 
 def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: int = 3,
                      interval_level: float | None = None) -> Iterator[Batch]:
     """Per batch of ``files``: the header (``file``, then :func:`prediction_cells`'s) and one row per file, its
-    name then its cells. ``model``: a loaded hub model (its ``pretrained_cfg`` says how to read the files)."""
+    name then its cells, of the card's predictor (:func:`predictor_mix`). ``model``: a loaded hub model (its
+    ``pretrained_cfg`` says how to read the files)."""
     card = model.pretrained_cfg
+    files = list(files)
+    mix = predictor_mix(card, files)
     scorer = PredictionScorer.for_model(model)
     try:
         with torch.inference_mode():
             for names, logits in predict_logits(card, model, files, batch_size):
-                header, cells = prediction_cells(logits, card, top_k, interval_level)
+                header, cells = value_cells(mix(predicted_values(logits, card)), card, top_k, interval_level)
                 if scorer is not None:
                     ood = scorer.cells(logits)  # one per model input; a traffic window gives a row per sensor
                     per_input = len(cells) // max(len(ood), 1)
@@ -94,17 +137,17 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     header = ["row", "prediction", *(f"proba_{c}" for c in classes)]
     scorer = PredictionScorer.for_model(model)
     frame = read_csv_frame(path, "a CSV table", skipinitialspace=True, na_values=["?"]) if scorer else None
-    mix = _predictor_mix(card, path)
+    mix = predictor_mix(card, [path])
     try:
         with torch.inference_mode():
             for rows, outputs in predict_logits(card, model, [path], batch_size):
                 if regression:
-                    values = mix(rows, outputs.float().reshape(-1, 1))
+                    values = mix(outputs.float().reshape(-1, 1))
                     names, values = interval_columns(card, output_header(card, 1), values, interval_level)
                     header = ["row", *names]
                     cells = [[f"{v:.6g}" for v in row] for row in values.tolist()]
                 else:
-                    probs = mix(rows, (outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1))
+                    probs = mix((outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1))
                     cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
                 if scorer is not None:
                     batch_frame = frame.iloc[int(rows[0]) - 1:int(rows[-1])]
@@ -113,23 +156,6 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     finally:
         if scorer is not None:
             scorer.close()
-
-
-def _predictor_mix(card, path: str):
-    """``mix(rows, model_outputs) -> outputs`` of the card's predictor (:mod:`hub.predictor`) for a batch of the
-    table's rows (numbered from 1): the model's outputs as they are, the baseline's (read once, for the whole table,
-    from the card's baseline file), or ``w * model + (1 - w) * baseline``."""
-    found = blend_of(card)
-    if found is None:
-        return lambda rows, outputs: outputs
-    weight = found[0]
-    values = torch.as_tensor(baseline_outputs(card, path), dtype=torch.float32)
-
-    def mix(rows: list[str], outputs: torch.Tensor) -> torch.Tensor:
-        theirs = values[int(rows[0]) - 1:int(rows[-1])].reshape(outputs.shape)
-        return theirs if weight == 0 else weight * outputs + (1 - weight) * theirs
-
-    return mix
 
 
 def write_csv(batches: Iterable[Batch], stream: IO[str]) -> int:

@@ -2,16 +2,18 @@
 validation split alone (never worse there than its best member: the idea of AutoGluon's weighted ensemble, after
 Caruana et al., ICML 2004, "Ensemble Selection from Libraries of Models").
 
-The blend is ``w * model + (1 - w) * baseline`` on probabilities (classification) or predicted values (regression),
-with one weight ``w`` on the model's output from :data:`WEIGHTS`. ``auto`` keeps the member with the best
-validation metric (:func:`selection_metric`: accuracy, RMSE); ties go to the model, then to the baseline, so a blend
-is kept only when it is strictly better. The test split is scored afterwards, for the record, and never takes part
-in the choice.
+The blend is ``w * model + (1 - w) * baseline`` on probabilities (classification), predicted values (regression) or
+rank-normalised risks (survival: :func:`rank_scores`, since a network's risk and a Cox model's linear predictor
+are on different scales), with one weight ``w`` on the model's output from :data:`WEIGHTS`. ``auto`` keeps the
+member with the best validation metric (:func:`selection_metric`: accuracy, RMSE, Harrell's C); ties go to the
+model, then to the baseline, so a blend is kept only when it is strictly better. The test split is scored
+afterwards, for the record, and never takes part in the choice.
 
 The input kind supplies what is chosen from (:class:`hub.kinds.PredictorData`, with its
 :class:`~hub.kinds.BaselineResult`) and reads its saved baseline back (``InputKind.baseline_outputs``); a fitted
 baseline is kept as a skops file (no pickle), loaded only when its sha256 matches the one recorded and every type
-it holds is in the kind's explicit allow-list (:func:`load_skops`).
+it holds is in the kind's explicit allow-list (:func:`load_skops`); a linear or Cox baseline is kept as its fitted
+arrays in a safetensors file (:func:`save_arrays`, :func:`load_arrays`), checked the same way.
 
 >>> import numpy as np
 >>> labels = np.array([0, 1, 1, 0])
@@ -37,24 +39,34 @@ from hub.weights import read_verified, sha256_bytes
 
 PREDICTORS = ("auto", "model", "baseline", "blend")
 WEIGHTS = tuple(i / 10 for i in range(11))  # the blend's weight on the model's output
-TASKS = ("classification", "regression")
+TASKS = ("classification", "regression", "survival")
+# the types of a fitted HistGradientBoosting (classifier or regressor) that skops does not trust by default
+# (scikit-learn's estimators, numpy arrays and builtins it does): the allow-list of the kinds that keep one
+HIST_GRADIENT_BOOSTING_TYPES = ("sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+                                "functools.partial", "sklearn.utils.validation.check_array")
 
 
 def selection_metric(task: str) -> tuple[str, bool]:
     """The metric the choice is made on, and whether it is better larger: accuracy for classification, RMSE for
-    regression (the metrics the run's baseline comparison leads with)."""
+    regression, Harrell's C for survival (the metrics the run's baseline comparison leads with)."""
     if task not in TASKS:
         raise HubError(f"unknown predictor task {task!r}; expected one of {list(TASKS)}")
-    return ("acc", True) if task == "classification" else ("rmse", False)
+    return {"classification": ("acc", True), "regression": ("rmse", False), "survival": ("cindex", True)}[task]
 
 
 def scores(task: str, labels, outputs) -> dict[str, float]:
     """Metrics of ``outputs`` against ``labels``: classification (``outputs`` (N, C) probabilities, ``labels`` (N,)
     class indices): ``acc``, and ``auroc`` for two classes or macro ``f1`` for more; regression (values (N,) or
-    (N, K)): ``rmse`` and ``mae``."""
+    (N, K)): ``rmse`` and ``mae``; survival (risks (N,), higher for an earlier event; ``labels`` (N, 2): time and
+    event): ``cindex``, Harrell's C."""
     from sklearn.metrics import f1_score, roc_auc_score
 
     labels, outputs = np.asarray(labels), np.asarray(outputs, dtype=np.float64)
+    if selection_metric(task)[0] == "cindex":
+        from sksurv.metrics import concordance_index_censored
+
+        return {"cindex": float(concordance_index_censored(labels[:, 1].astype(bool), labels[:, 0].astype(np.float64),
+                                                           outputs.reshape(len(labels)))[0])}
     if selection_metric(task)[0] == "rmse":
         error = outputs.reshape(len(labels), -1) - labels.reshape(len(labels), -1)
         return {"rmse": float(np.sqrt(np.mean(error ** 2))), "mae": float(np.mean(np.abs(error)))}
@@ -65,6 +77,54 @@ def scores(task: str, labels, outputs) -> dict[str, float]:
     else:
         out["f1"] = float(f1_score(labels, predicted, average="macro"))
     return out
+
+
+def rank_scores(values, reference) -> np.ndarray:
+    """Each of ``values`` placed among ``reference`` (a member's outputs on the validation split): the empirical
+    distribution function at mid-ranks, linear between the reference's distinct values and with exponential tails
+    beyond them (scale: the reference's standard deviation), so strictly increasing, in (0, 1). A member's ranking,
+    hence its C-index, is unchanged, and risks on different scales can be averaged.
+
+    >>> rank_scores([-1.0, 0.0, 1.0, 1.5, 2.0, 3.0], [0.0, 1.0, 2.0, 2.0]).round(3).tolist()
+    [0.037, 0.125, 0.375, 0.562, 0.75, 0.925]
+    """
+    reference = np.sort(np.asarray(reference, dtype=np.float64).ravel())
+    if len(reference) == 0:
+        raise HubError("rank scores need at least one reference value")
+    points, first = np.unique(reference, return_index=True)
+    counts = np.diff(np.append(first, len(reference)))
+    mid = (first + counts / 2) / len(reference)  # each distinct value's mid-rank, in (0, 1)
+    x = np.asarray(values, dtype=np.float64)
+    out = np.interp(x, points, mid)
+    scale = float(reference.std()) or 1.0
+    low, high = x < points[0], x > points[-1]
+    out[low] = mid[0] * np.exp((x[low] - points[0]) / scale)
+    out[high] = 1 - (1 - mid[-1]) * np.exp(-(x[high] - points[-1]) / scale)
+    return out
+
+
+def model_outputs(model, dataset, batch_size: int = 256) -> np.ndarray:
+    """The run's model's raw outputs (logits, values or risks) on a split's dataset of ``(inputs, target)`` items,
+    in its order (inputs: a tensor, or a dict of the model's keyword inputs), as float64."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    from hub.tasks import call_model
+
+    model.eval()
+    with torch.inference_mode():
+        outputs = [call_model(model, x).float() for x, _ in DataLoader(dataset, batch_size=batch_size)]
+    return torch.cat(outputs).numpy().astype(np.float64)
+
+
+def probabilities(model, logits) -> np.ndarray:
+    """Class probabilities of ``logits`` (N, C) divided by the temperature of the model's card (its calibration, as
+    ``predict`` uses it)."""
+    card = getattr(model, "pretrained_cfg", None)
+    temperature = float(card.calibration.get("temperature", 1.0)) if card is not None else 1.0
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    z = np.exp(z - z.max(1, keepdims=True))
+    return z / z.sum(1, keepdims=True)
 
 
 def blend(model, baseline, weight: float) -> np.ndarray:
@@ -229,3 +289,28 @@ def load_skops(path: Path, sha256: str, trusted: Iterable[str]) -> Any:
 
 
 _LOADED: dict[tuple[str, tuple[str, ...]], Any] = {}  # load_skops's objects by their file's sha256 and allow-list
+
+
+def save_arrays(arrays: dict[str, Any], path: Path) -> Path:
+    """Write a fitted baseline's arrays (a linear or Cox model's coefficients, ...) as a safetensors file,
+    atomically; returns ``path``."""
+    from safetensors.numpy import save
+
+    atomic_write_bytes(path, save({k: np.ascontiguousarray(v) for k, v in arrays.items()}))
+    return Path(path)
+
+
+def load_arrays(path: Path, sha256: str, names: Iterable[str]) -> dict[str, np.ndarray]:
+    """The arrays of the safetensors file at ``path``, after its sha256 is checked (a mismatch names the file and
+    both hashes); a file that is not safetensors, or lacks one of ``names``, is refused."""
+    from safetensors.numpy import load
+
+    data = read_verified(path, sha256)
+    try:
+        arrays = load(data)
+    except Exception as err:  # safetensors raises its own SafetensorError on a bad header
+        raise HubError(f"{path} is not a valid safetensors file: {err}") from err
+    missing = sorted(set(names) - set(arrays))
+    if missing:
+        raise HubError(f"{path} lacks the arrays {missing} of its baseline (it holds {sorted(arrays)})")
+    return arrays

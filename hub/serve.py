@@ -10,14 +10,16 @@
 - ``GET /health``: ``{"status": "ok", "model": NAME, "kind": KIND, "requests": n, "batches": m}``.
 
 Every request's inputs are written to a temporary folder of its own and read by the same readers as ``predict``
-(:func:`hub.kinds.predict_logits`, :mod:`hub.predict`). Dynamic batching: requests wait in an asyncio queue;
-one worker task takes those that arrive within ``max_wait_ms`` of the first, up to ``max_batch_size`` inputs, and
-runs the model on them in a thread, so the event loop keeps accepting requests meanwhile. Kinds of one prediction
-per file (:data:`BATCHED_KINDS`) go through one model call per batch; the other kinds read each request's table,
-graph or speed file on its own (their readers infer a file's column types from that file alone), so a batch calls
-the model once per request. A batch that fails is run again request by request, so a bad file fails its own
-request only. Probabilities equal ``predict``'s up to float rounding: a CPU matrix product rounds differently for
-different batch sizes (so does ``predict --batch-size``), which moves a probability's 6th decimal now and then.
+(:func:`hub.kinds.predict_logits`, :mod:`hub.predict`), and answered by the card's predictor as ``predict`` is (the
+model, or its input kind's baseline or their blend: :mod:`hub.predictor`). Dynamic batching: requests wait in an
+asyncio queue; one worker task takes those that arrive within ``max_wait_ms`` of the first, up to
+``max_batch_size`` inputs, and runs the model on them in a thread, so the event loop keeps accepting requests
+meanwhile. Kinds of one prediction per file (:data:`BATCHED_KINDS`) go through one model call per batch; the other
+kinds read each request's table, graph or speed file on its own (their readers infer a file's column types from
+that file alone), so a batch calls the model once per request. A batch that fails is run again request by
+request, so a bad file fails its own request only. Probabilities equal ``predict``'s up to float rounding: a CPU
+matrix product rounds differently for different batch sizes (so does ``predict --batch-size``), which moves a
+probability's 6th decimal now and then.
 
 FastAPI and uvicorn rather than LitServe: LitServe (0.2) answers every request of a batch with the error when one
 request of it fails, counts a batch in requests rather than inputs, and runs the model in worker processes of its
@@ -40,7 +42,7 @@ from hub.errors import DataError, HubError
 from hub.kinds import kind_of, kinds_supporting, predict_logits
 from hub.ood import HEADER as OOD_HEADER
 from hub.ood import PredictionScorer
-from hub.predict import file_predictions, prediction_cells, table_predictions
+from hub.predict import file_predictions, predicted_values, predictor_mix, table_predictions, value_cells
 
 log = logging.getLogger(__name__)
 
@@ -145,10 +147,11 @@ class BatchingPredictor:
         if names != paths:
             raise HubError(f"the {self.kind!r} reader did not give one prediction per file, named by its path")
         logits = torch.cat([batch_logits for _, batch_logits in batches])
+        values = predictor_mix(self.card, paths)(predicted_values(logits, self.card))  # the card's predictor's
         answers, start = [], 0
         for job in jobs:
             end = start + len(job.paths)
-            header, cells = prediction_cells(logits[start:end], self.card, job.top_k)
+            header, cells = value_cells(values[start:end], self.card, job.top_k)
             if self.scorer is not None:
                 header, cells = [*header, *OOD_HEADER], [[*c, *o] for c, o in zip(cells, ood_cells[start:end])]
             answers.append([self._named(job, ["file", *header], [str(path), *row])

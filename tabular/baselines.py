@@ -19,13 +19,11 @@ from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_
 
 from hub.errors import HubError
 from hub.kinds import BaselineResult, PredictorData
-from hub.predictor import save_skops
+from hub.predictor import HIST_GRADIENT_BOOSTING_TYPES, save_skops
 
 BASELINE_FILE = "baseline.skops"
-# the types of a fitted HistGradientBoosting that skops does not trust by default (scikit-learn's estimators, numpy
-# arrays and builtins it does): loading a baseline file that holds any other type is refused
-TRUSTED_TYPES = ("sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor", "functools.partial",
-                 "sklearn.utils.validation.check_array")
+# loading a baseline file that holds a type outside this allow-list is refused
+TRUSTED_TYPES = HIST_GRADIENT_BOOSTING_TYPES
 
 
 def _xy(dataset) -> tuple[np.ndarray, np.ndarray]:
