@@ -5,7 +5,12 @@ rebuilds the split) and scored on its test split under the run's own metric name
 - survival tables: a Cox proportional-hazards model (scikit-survival's ``CoxPHSurvivalAnalysis``, Efron's ties, a
   small ridge penalty so that collinear covariates, such as a categorical column's indicators, keep it stable) on
   the run's encoded and standardised covariates (genes, masked ones at the training mean, then clinical); Harrell's
-  and Uno's C of its linear predictor, as ``test/cindex`` and ``test/uno_c``;
+  and Uno's C of its linear predictor, as ``test/cindex`` and ``test/uno_c``. With the run's model, also the
+  :class:`~hub.kinds.PredictorData` from which ``finetune`` chooses the run's predictor (:mod:`hub.predictor`):
+  both members' risks on the validation and test splits, rank-normalised against their own validation risks (the
+  blend averages ranks: a network's risk and the Cox linear predictor are on different scales); the fitted model
+  is kept as its arrays (coefficients, Breslow's baseline cumulative hazard and survival, and the two members'
+  validation risks that the ranks are taken against) in ``baseline.safetensors``, no pickle;
 - ICU stays: a logistic regression on per-variable summaries of each stay (last, mean, min and max of the hourly
   values, the number of hours with an observation: 48 times one minus the missing share, the same feature up to
   sign after the quantile scaling) and the run's admission descriptors; missing summaries at the training mean,
@@ -14,15 +19,24 @@ rebuilds the split) and scored on its test split under the run's own metric name
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
-from hub.kinds import BaselineResult
+from hub.errors import HubError
+from hub.kinds import BaselineResult, PredictorData
+from hub.predictor import model_outputs, rank_scores, save_arrays
 from medical.data import summary_features
 from medical.survival_metrics import harrell_c, survival_array, uno_c
 
 COXPH_RIDGE = 0.1  # scikit-survival's alpha: 0.05 * |w|^2 against a partial log-likelihood summed over patients
+COX_FILE = "baseline.safetensors"
+# the arrays of a kept CoxPH: coefficients (P,) over the covariates (genes, then clinical), Breslow's baseline
+# cumulative hazard (its times and values) and survival, the validation risks of the model and of CoxPH (the ranks'
+# references)
+COX_ARRAYS = ("coef", "baseline_time", "cum_baseline_hazard", "baseline_survival", "model_reference",
+              "baseline_reference")
 
 
 def _run_data(run_dir):
@@ -40,24 +54,68 @@ def _covariates(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate([rows.genes.numpy(), rows.clinical.numpy()], 1), target[:, 0], target[:, 1]
 
 
-def coxph_baseline(datamodule) -> BaselineResult:
+def coxph_baseline(datamodule, model=None) -> BaselineResult:
     """CoxPH fitted on the training split of a set-up survival data module, scored on its test split; its
-    predictions are each test patient's time, event and risk (the linear predictor, a log hazard ratio)."""
+    predictions are each test patient's time, event and risk (the linear predictor, a log hazard ratio). With
+    ``model`` (the run's, loaded), also the predictor data of both (:func:`survival_predictor_data`)."""
     from sksurv.linear_model import CoxPHSurvivalAnalysis
 
     x, time, event = _covariates(datamodule.train_set)
     x_test, time_test, event_test = _covariates(datamodule.test_set)
-    model = CoxPHSurvivalAnalysis(alpha=COXPH_RIDGE, ties="efron").fit(x, survival_array(time, event))
-    risk = model.predict(x_test)
+    cox = CoxPHSurvivalAnalysis(alpha=COXPH_RIDGE, ties="efron").fit(x, survival_array(time, event))
+    risk = cox.predict(x_test)
     metrics = {"test/cindex": harrell_c(time_test, event_test, risk),
                "test/uno_c": uno_c(time, event, time_test, event_test, risk)}
-    return BaselineResult("CoxPH", metrics, {"time": time_test.tolist(), "event": event_test.astype(int).tolist(),
-                                             "risk": risk.tolist()})
+    result = BaselineResult("CoxPH", metrics, {"time": time_test.tolist(), "event": event_test.astype(int).tolist(),
+                                               "risk": risk.tolist()})
+    if model is None:
+        return result
+    return dataclasses.replace(result, predictor=survival_predictor_data(datamodule, model, cox))
+
+
+def survival_predictor_data(datamodule, model, cox) -> PredictorData:
+    """The validation and test labels (time, event) and rank-normalised risks of the run's ``model`` and the fitted
+    ``cox`` (each against its own validation risks, :func:`hub.predictor.rank_scores`; no label is read for the
+    ranks), and how to save the Cox model's arrays into a run folder (:data:`COX_FILE`)."""
+    splits = {"val": datamodule.val_set, "test": datamodule.test_set}
+    ours = {k: model_outputs(model, d).reshape(-1) for k, d in splits.items()}
+    theirs = {k: cox.predict(_covariates(d)[0]) for k, d in splits.items()}
+    hazard = cox.cum_baseline_hazard_
+    arrays = {"coef": np.asarray(cox.coef_, np.float64), "baseline_time": np.asarray(hazard.x, np.float64),
+              "cum_baseline_hazard": np.asarray(hazard.y, np.float64),
+              "baseline_survival": np.asarray(cox.baseline_survival_.y, np.float64),
+              "model_reference": np.sort(ours["val"]), "baseline_reference": np.sort(theirs["val"])}
+    return PredictorData(
+        task="survival", labels={k: d.target.numpy().astype(np.float64) for k, d in splits.items()},
+        model={k: rank_scores(v, arrays["model_reference"]) for k, v in ours.items()},
+        baseline={k: rank_scores(v, arrays["baseline_reference"]) for k, v in theirs.items()},
+        save=lambda run_dir: save_arrays(arrays, Path(run_dir) / COX_FILE))
+
+
+def cox_risk(arrays: dict[str, np.ndarray], inputs: dict) -> np.ndarray:
+    """The kept CoxPH's risks (its linear predictor) for the survival models' keyword ``inputs``
+    (:func:`medical.io.survival_inputs`: standardised ``genes``, 0 where not measured, then ``clinical``), as it
+    was fitted on them. Shapes: -> (N,)."""
+    parts = [inputs["genes"].numpy()] if "genes" in inputs else []
+    x = np.concatenate([*parts, inputs["clinical"].numpy()], 1).astype(np.float64)
+    if x.shape[1] != len(arrays["coef"]):
+        raise HubError(f"the kept CoxPH takes {len(arrays['coef'])} covariates but the rows give {x.shape[1]}")
+    return x @ arrays["coef"]
+
+
+def ranked_blend(arrays: dict[str, np.ndarray], weight: float, model_risk, baseline_risk) -> np.ndarray:
+    """``weight`` times the ranks of the model's risks plus ``1 - weight`` times those of CoxPH's, each against
+    its validation risks kept in ``arrays``, as the blend was chosen (:func:`survival_predictor_data`)."""
+    return (weight * rank_scores(model_risk, arrays["model_reference"])
+            + (1 - weight) * rank_scores(baseline_risk, arrays["baseline_reference"]))
 
 
 def coxph_on_run_split(run_dir) -> BaselineResult:
-    """:func:`coxph_baseline` on the split of ``run_dir``."""
-    return coxph_baseline(_run_data(run_dir)[0])
+    """:func:`coxph_baseline` on the split of ``run_dir``, with the predictor data of it and the run's model (its
+    best weights)."""
+    from hub.models import load
+
+    return coxph_baseline(_run_data(run_dir)[0], model=load(str(run_dir)))
 
 
 def logistic_regression_baseline(datamodule, seed: int = 0) -> BaselineResult:

@@ -18,7 +18,8 @@ import torch
 from hub.data import read_csv_frame
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
-from medical.baselines import coxph_on_run_split, logistic_regression_on_run_split
+from hub.predictor import blend_of, load_arrays
+from medical.baselines import COX_ARRAYS, cox_risk, coxph_on_run_split, logistic_regression_on_run_split, ranked_blend
 from medical.data import read_record, stay_arrays
 from medical.explain import explain_stays
 from medical.io import clinical_columns, survival_features, survival_inputs
@@ -92,6 +93,23 @@ class SurvivalTableKind(InputKind):
     def baseline(self, run_dir) -> BaselineResult:
         return coxph_on_run_split(run_dir)
 
+    def baseline_outputs(self, card, path: str) -> torch.Tensor:
+        """The kept CoxPH's risks (its linear predictor, a log hazard ratio like the models') for the patient rows of
+        the CSV at ``path``, read as :meth:`predict` reads them; the arrays come from the card's
+        ``baseline.safetensors`` (sha256 checked)."""
+        spec = self.spec(card)
+        table = read_csv_frame(path, f"one row per patient with the columns {list(spec.genes)} and {spec.clinical}")
+        return torch.from_numpy(cox_risk(_cox_arrays(card), _survival_model_inputs(spec, table, path)))
+
+    def blend_outputs(self, card, weight: float, model: torch.Tensor, baseline: torch.Tensor) -> torch.Tensor:
+        """A blend averages the two members' rank-normalised risks (each against its validation risks, kept in
+        the card's ``baseline.safetensors``): a score in (0, 1), higher for an earlier event; the baseline alone
+        (weight 0) gives its own risks."""
+        if weight == 0:
+            return baseline
+        mixed = ranked_blend(_cox_arrays(card), weight, model.double().numpy(), baseline.double().numpy())
+        return torch.as_tensor(mixed, dtype=model.dtype)
+
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         """``attnhub predict survival_fusion.metabric patients.csv``: the risk score (log relative hazard; higher
         means earlier events) of every patient row, named by its ``id`` column or ``file:line``. The columns
@@ -115,6 +133,15 @@ class SurvivalTableKind(InputKind):
         training mean and std: ``clinical`` (N, C) and, with genes, ``genes`` and ``gene_mask`` (N, G)."""
         spec = self.spec(card)
         return lambda rows: _survival_model_inputs(spec, rows, "the patients' rows")
+
+
+def _cox_arrays(card) -> dict[str, Any]:
+    """The arrays of the CoxPH kept with ``card`` (its predictor's baseline file, sha256 checked)."""
+    found = blend_of(card)
+    if found is None:
+        raise DataError(f"the card of {card.name} predicts with its model; it keeps no CoxPH")
+    _, path, sha256 = found
+    return load_arrays(path, sha256, COX_ARRAYS)
 
 
 def _survival_model_inputs(spec: SurvivalTableSpec, rows, source) -> dict[str, torch.Tensor]:
