@@ -3,6 +3,10 @@
 * RUL: scikit-learn's HistGradientBoosting (default settings) on window statistics, per sensor the last value, mean,
   standard deviation and least-squares slope over the window, fitted on the training windows to the RUL now;
   scored on the test windows with the task's names (``test/rmse``, ``test/mae``, ``test/score``: the NASA score).
+  With the run's model, also the :class:`~hub.kinds.PredictorData` from which ``finetune`` chooses the run's
+  predictor (:mod:`hub.predictor`) on the RUL now of the validation windows; the baseline forecasts the later
+  cycles as the targets run, ``clip(rul - h, 0, cap)`` (:func:`rul_forecast`), so a blend mixes every output. The
+  fitted regressor is kept as ``baseline.skops``, read back only through :data:`TRUSTED_TYPES`.
 * Traffic: the last value (the last reading of the input window, carried over every output step) and the
   historical average (the mean of the training speeds at the same time of day). The one with the lower masked MAE
   over all steps on the validation split (the task's ``val/mae``) is the baseline; the other's test metrics are
@@ -10,16 +14,21 @@
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from hub.kinds import BaselineResult
+from hub.errors import HubError
+from hub.kinds import BaselineResult, PredictorData
+from hub.predictor import HIST_GRADIENT_BOOSTING_TYPES, blend_of, load_skops, model_outputs, save_skops
 from timeseries.data import RULWindowData, TrafficSeriesData
 from timeseries.tasks import TrafficForecastTask, masked_mae, nasa_score_terms
 
 RUL_BASELINE = "HistGradientBoosting on window statistics"
+RUL_FILE = "baseline.skops"
+TRUSTED_TYPES = HIST_GRADIENT_BOOSTING_TYPES  # a kept regressor holding any other type is refused
 
 
 def _run_data(run_dir):
@@ -44,26 +53,65 @@ def window_statistics(windows: np.ndarray) -> np.ndarray:
     return np.concatenate([windows[:, -1], windows.mean(1), windows.std(1), slope], 1)
 
 
-def rul_baseline(data: RULWindowData, seed: int = 0) -> BaselineResult:
+def rul_baseline(data: RULWindowData, seed: int = 0, model=None) -> BaselineResult:
     """HistGradientBoosting on :func:`window_statistics` of a set-up RUL data module: fitted on the training windows
     (the RUL now, capped as the model's targets), scored on the test windows; predictions per test window, named by
-    unit and last cycle."""
+    unit and last cycle. With ``model`` (the run's, loaded), also the predictor data of both
+    (:func:`rul_predictor_data`)."""
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     x, y = (t.numpy() for t in data.train_set.tensors)
-    model = HistGradientBoostingRegressor(random_state=seed).fit(window_statistics(x.astype(np.float64)), y[:, 0])
+    estimator = HistGradientBoostingRegressor(random_state=seed).fit(window_statistics(x.astype(np.float64)), y[:, 0])
     x_test, y_test = (t.numpy() for t in data.test_set.tensors)
-    pred, target = model.predict(window_statistics(x_test.astype(np.float64))), y_test[:, 0].astype(np.float64)
+    pred, target = estimator.predict(window_statistics(x_test.astype(np.float64))), y_test[:, 0].astype(np.float64)
     metrics = {"test/rmse": float(np.sqrt(np.mean((pred - target) ** 2))),
                "test/mae": float(np.mean(np.abs(pred - target))),
                "test/score": float(nasa_score_terms(torch.from_numpy(pred), torch.from_numpy(target)).sum())}
-    return BaselineResult(RUL_BASELINE, metrics, {**data.test_windows, "target": target.tolist(),
-                                                  "prediction": pred.tolist()})
+    result = BaselineResult(RUL_BASELINE, metrics, {**data.test_windows, "target": target.tolist(),
+                                                    "prediction": pred.tolist()})
+    if model is None:
+        return result
+    return dataclasses.replace(result, predictor=rul_predictor_data(data, model, estimator))
+
+
+def rul_predictor_data(data: RULWindowData, model, estimator) -> PredictorData:
+    """The RUL now (the first output, the one the run is scored on) of the validation and test windows: its target,
+    the run's ``model``'s forecast and the fitted ``estimator``'s, and how to save the estimator into a run folder
+    (:data:`RUL_FILE`)."""
+    splits = {"val": data.val_set, "test": data.test_set}
+    return PredictorData(
+        task="regression", labels={k: d.tensors[1].numpy()[:, 0].astype(np.float64) for k, d in splits.items()},
+        model={k: model_outputs(model, d)[:, 0] for k, d in splits.items()},
+        baseline={k: estimator.predict(window_statistics(d.tensors[0].numpy().astype(np.float64)))
+                  for k, d in splits.items()},
+        save=lambda run_dir: save_skops(estimator, Path(run_dir) / RUL_FILE))
+
+
+def rul_forecast(estimator, windows: np.ndarray, horizon: int, rul_cap: float) -> np.ndarray:
+    """The fitted regressor's forecast for scaled ``windows``: its RUL now, then one cycle less per later cycle,
+    within ``[0, rul_cap]`` as the targets are (:func:`timeseries.data.rul_targets`).
+
+    Shapes: (W, T, S) -> (W, horizon)."""
+    now = estimator.predict(window_statistics(windows.astype(np.float64)))
+    return np.clip(now[:, None] - np.arange(horizon)[None, :], 0.0, rul_cap)
+
+
+def kept_rul_estimator(card):
+    """The HistGradientBoosting regressor kept with ``card`` (its predictor's baseline file; sha256 and types
+    checked)."""
+    found = blend_of(card)
+    if found is None:
+        raise HubError(f"the card of {card.name} predicts with its model; it keeps no baseline")
+    _, path, sha256 = found
+    return load_skops(path, sha256, TRUSTED_TYPES)
 
 
 def rul_baseline_on_run_split(run_dir) -> BaselineResult:
-    """:func:`rul_baseline` on the split of the run in ``run_dir``."""
-    return rul_baseline(*_run_data(run_dir))
+    """:func:`rul_baseline` on the split of the run in ``run_dir``, with the predictor data of it and the run's
+    model (the weights it tested)."""
+    from hub.models import load
+
+    return rul_baseline(*_run_data(run_dir), model=load(str(run_dir)))
 
 
 def baseline_forecasts(data: TrafficSeriesData, split: str = "test") -> dict[str, np.ndarray]:

@@ -17,7 +17,12 @@ import torch
 
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
-from timeseries.baselines import rul_baseline_on_run_split, traffic_baseline_on_run_split
+from timeseries.baselines import (
+    kept_rul_estimator,
+    rul_baseline_on_run_split,
+    rul_forecast,
+    traffic_baseline_on_run_split,
+)
 from timeseries.data import minmax_apply, traffic_features
 from timeseries.explain import explain_routing, explain_units
 from timeseries.io import _unit_files, read_speed_csv, read_unit_columns, speed_series, unit_series
@@ -95,6 +100,13 @@ class SensorSeriesKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return rul_baseline_on_run_split(run_dir)
+
+    def baseline_outputs(self, card, path: str) -> np.ndarray:
+        """The kept HistGradientBoosting's forecast (:func:`timeseries.baselines.rul_forecast`) from the unit CSV at
+        ``path``'s last window, read as :meth:`predict` reads it: (1, horizon)."""
+        spec = self.spec(card)
+        window = self.transform(card)(path).numpy()[None]  # (1, window, S)
+        return rul_forecast(kept_rul_estimator(card), window, spec.horizon, spec.rul_cap)
 
     def default_recipe(self, family: str, path: str) -> dict[str, Any]:
         """Every column of the unit CSVs at ``path`` but ``cycle`` is a sensor (the constant ones dropped); the FD001
