@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from audio.baselines import mfcc_baseline_on_run_split
+from audio.baselines import mfcc_baseline_on_run_split, mfcc_probabilities
 from audio.explain import explain_audio_files
 from audio.features import model_input
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
@@ -68,6 +68,10 @@ class AudioKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult | None:
         return mfcc_baseline_on_run_split(run_dir)
+
+    def baseline_outputs(self, card, path: str):
+        """The kept logistic regression's class probabilities for the audio file at ``path`` (1, C)."""
+        return mfcc_probabilities(card, path)
 
     def default_recipe(self, family: str, path: str) -> dict[str, Any]:
         """The user's class folders as 1 s of log-mels (100 frames, cut or padded) with the audio folder's

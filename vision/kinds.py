@@ -20,7 +20,7 @@ import torch
 
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
 from hub.registry import get_model_entry
-from vision.baselines import pixel_baseline_on_run_split
+from vision.baselines import pixel_baseline_on_run_split, pixel_probabilities
 from vision.explain import explain_image_files, explain_scenes
 from vision.io import image_tensor, read_image
 
@@ -73,6 +73,10 @@ class ImageKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult | None:
         return pixel_baseline_on_run_split(run_dir)
+
+    def baseline_outputs(self, card, path: str):
+        """The kept logistic regression's class probabilities for the image file at ``path`` (1, C)."""
+        return pixel_probabilities(card, path)
 
     def default_recipe(self, family: str, path: str) -> dict[str, Any]:
         """The user's class folders resized to the family's input size (:data:`INPUT_SIZES`, else 32 x 32 RGB; grey
