@@ -332,9 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "full-recipe-lr too, each in its own run folder, and keeps the best on the validation split. "
                         "Each run's budget is printed before training. A bare family trains from scratch")
     p.add_argument("--predictor", choices=("auto", "model", "baseline", "blend"), default="auto",  # PREDICTORS
-                   help="what predict uses where the data's classical baseline can predict (tables): 'auto' "
-                        "(default) the best on the validation split of the model, the baseline and their blend "
-                        "(one weight on the model's probabilities or values, ties to the model); or force one")
+                   help="what predict uses where the data's classical baseline can predict (tables, survival "
+                        "tables, RUL sensor units, image and audio folders): 'auto' (default) the best on the "
+                        "validation split of the model, the baseline and their blend (one weight on the model's "
+                        "probabilities, values or rank-normalised risks, ties to the model); or force one")
     p.add_argument("--budget-minutes", type=float, default=30.0,  # finetune.FINETUNE_BUDGET_MINUTES
                    help="from a pretrained tag: each run's time budget in minutes (default 30)")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")

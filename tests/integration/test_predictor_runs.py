@@ -16,7 +16,6 @@ import torch
 import hub
 from hub.cli import main
 from hub.weights import sha256_bytes
-from tests.unit.test_timeseries import _sensor_folder
 
 FAST = ["trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]
 FROZEN = ["optimizer.lr=1e-7"]  # one epoch that barely moves the model: the baseline wins
@@ -35,6 +34,19 @@ def _survival_table(path: Path, noise: float, n: int = 300, seed: int = 0) -> pd
     frame["arrest"] = 1
     frame.to_csv(path, index=False)
     return frame
+
+
+def _sensor_folder(root: Path, units: int = 10, seed: int = 0) -> Path:
+    """Run-to-failure units, a CSV each: ``temp`` falls linearly to failure (its last value tells the RUL),
+    ``noise`` tells nothing."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True)
+    for unit in range(units):
+        cycles = int(rng.integers(45, 80))
+        rul = np.arange(cycles - 1, -1, -1.0)
+        pd.DataFrame({"cycle": np.arange(1, cycles + 1), "temp": 500 + 0.5 * rul,
+                      "noise": rng.normal(10, 1, cycles)}).to_csv(root / f"engine_{unit}.csv", index=False)
+    return root
 
 
 def _tamper(path: Path) -> str:
