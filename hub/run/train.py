@@ -190,9 +190,12 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
         ModelCheckpoint(dirpath=checkpoints, filename="best", monitor=monitor, mode=mode, save_top_k=1,
                         enable_version_counter=False, auto_insert_metric_name=False),
         # last.ckpt: every epoch (or every n steps). A separate callback, because Lightning 2.6 refreshes a
-        # monitored callback's `last` only when its best improves, which would make --resume lose epochs.
+        # monitored callback's `last` only when its best improves, which would make --resume lose epochs; saved at
+        # each training epoch's end, since Lightning otherwise saves after validation only when
+        # check_val_every_n_epoch > 1 (a run shorter than that would end with no checkpoint to test)
         ModelCheckpoint(dirpath=checkpoints, filename="last", monitor=None, save_top_k=1,
-                        enable_version_counter=False, every_n_train_steps=cfg.checkpoint_every_n_steps),
+                        enable_version_counter=False, every_n_train_steps=cfg.checkpoint_every_n_steps,
+                        save_on_train_epoch_end=True),
         recorder,
         *data_callbacks,
     ]
