@@ -182,7 +182,8 @@ def test_publish_to_hf_then_load_and_predict_like_the_local_tag(repo, tmp_path, 
     assert meta["library_name"] == "attention-hub" and meta["license"] == "apache-2.0"
     assert "vit_digits" in meta["tags"] and meta["datasets"] == ["sklearn_digits"]
     assert "acc" in meta["metrics"] and "loss" not in meta["metrics"]
-    assert "| `test/acc` |" in body and "recipes/quickstart.yaml" in body and f'hub.load("hf-hub:{REPO_ID}")' in body
+    assert "| `test/acc` |" in body and "recipes/vision/vit_digits_sklearn.yaml" in body
+    assert f'hub.load("hf-hub:{REPO_ID}")' in body
     assert absolute_paths(readme.splitlines()) == [] and str(tmp_path) not in readme
 
     model = hub.load(f"hf-hub:{REPO_ID}")
