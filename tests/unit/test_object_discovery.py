@@ -1,5 +1,4 @@
 """Slot Attention object discovery: generated scenes, the autoencoder, foreground ARI, the task and the figure."""
-import re
 
 import numpy as np
 import pytest
@@ -123,73 +122,9 @@ def test_task_step_scores_masks_with_fixed_noise_in_evaluation():
     assert preds_a.shape == (3, 64, 64) and preds_a.max() < 7
 
 
-def test_recipe_trains_and_explain_draws_slots(tmp_path):
-    from hub.cli import main
-    from hub.run.train import train
-
-    run = train("recipes/vision/slot_autoencoder_micro_shapes.yaml",
-                    ["trainer.max_epochs=1", "data.args.train_size=64", "data.args.val_size=16",
-                     "data.args.test_size=16", "data.args.batch_size=16", f"output_dir={tmp_path}"], progress=False)
-    card = hub.model_card(str(run))
-    assert card.input_spec["kind"] == "scene" and 0 <= card.metrics["test/fg_ari"]["mean"] <= 1
-    header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
-    assert "val/fg_ari" in header and "train/loss" in header and "train/fg_ari" not in header  # not scored in training
-    assert main(["explain", str(run), "--out", str(tmp_path / "fig")]) == 0
-    assert len(list((tmp_path / "fig").glob("scene*_slots.png"))) == 4
-
-
 def test_shipped_weights_reproduce_their_card():
     from hub.run.evaluate import evaluate
 
     card = hub.model_card("slot_autoencoder_micro_64.shapes")
     measured = evaluate("slot_autoencoder_micro_64.shapes", progress=False)
     assert measured["test/fg_ari"] == pytest.approx(card.metrics["test/fg_ari"]["values"][0], abs=1e-4)
-
-
-def _write_scenes(folder, count: int, size: int = 48) -> None:
-    """``count`` generated scenes as PNG files of another size than the model's, in two sub-folders."""
-    from PIL import Image
-
-    for i in range(count):
-        image, _ = render_scene(np.random.default_rng(i), size)
-        (folder / f"part{i % 2}").mkdir(parents=True, exist_ok=True)
-        Image.fromarray((image.transpose(1, 2, 0) * 255).astype(np.uint8)).save(folder / f"part{i % 2}" / f"{i}.png")
-
-
-def test_finetune_on_a_folder_of_unlabelled_images(tmp_path, capsys):
-    """The shipped slot autoencoder fine-tunes on a user's images (any size, in sub-folders): nothing to score,
-    so the epoch is picked on val/loss; too few images or a missing folder fail before training."""
-    from hub.cli import main
-
-    _write_scenes(tmp_path / "scenes", 12)
-    assert main(["finetune", "slot_autoencoder_micro_64.shapes", "--data", str(tmp_path / "scenes"), "--no-progress",
-                 "--output-dir", str(tmp_path / "runs"), "trainer.max_epochs=1", "data.args.batch_size=4"]) == 0
-    run = next((tmp_path / "runs").glob("*/*"))
-    header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
-    assert "val/loss" in header and not any("fg_ari" in column for column in header)
-    summary = (run / "metrics.json").read_text()
-    assert '"monitor": "val/loss"' in summary and '"test/loss"' in summary
-    assert hub.model_card(str(run)).input_spec["kind"] == "scene"
-
-    _write_scenes(tmp_path / "few", 3)
-    for folder, message in (("few", "holds 3 images .* needs at least 4"), ("missing", "does not exist")):
-        assert main(["finetune", "slot_autoencoder_micro_64.shapes", "--data", str(tmp_path / folder), "--no-progress",
-                     "--output-dir", str(tmp_path / "runs2")]) != 0
-        assert re.search(message, capsys.readouterr().err)
-    assert not (tmp_path / "runs2").exists()  # failed before a run folder was made
-
-
-def test_bare_family_trains_from_scratch_on_unlabelled_images(tmp_path, capsys):
-    import json
-
-    from hub.cli import main
-
-    _write_scenes(tmp_path / "scenes", 12)
-    assert main(["finetune", "slot_autoencoder_micro_64", "--data", str(tmp_path / "scenes"), "--no-progress",
-                 "--output-dir", str(tmp_path / "runs"), "trainer.max_epochs=1", "trainer.accelerator=cpu",
-                 "data.args.batch_size=4"]) == 0
-    run = next((tmp_path / "runs").glob("*/*"))
-    card = hub.model_card(str(run))
-    assert card.recipe["resolved"]["model"]["init_from"] is None and card.input_spec["height"] == 64
-    summary = json.loads((run / "metrics.json").read_text())
-    assert "test/loss" in summary["test"] and "baseline" not in summary  # no supervised metric, no baseline

@@ -1,11 +1,9 @@
 """Tabular models and data: shapes, gradients, tiny overfit, TabR's retrieval (permutation invariance, a row
-never retrieves itself), the preprocessor's JSON round trip and its errors, the datasets, the CLI fine-tune on
-an unseen CSV and predict to proba_<class> columns, and the shipped weights reproducing their cards."""
+never retrieves itself), the preprocessor's JSON round trip and its errors, the datasets and the shipped weights
+reproducing their cards (the CLI fine-tune runs: tests/integration/test_tabular_runs.py)."""
 from __future__ import annotations
 
-import csv
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -177,48 +175,6 @@ def test_sklearn_sets(name, task, classes, width):
     inputs, y = data.train_set[0]
     assert (data.task, data.num_classes, inputs["x_num"].shape[0]) == (task, classes, width)
     assert sum(data.info["sizes"]) == len(data.frames["train"]) + len(data.frames["val"]) + len(data.frames["test"])
-
-
-def test_cli_finetune_bare_family_on_unseen_csv_then_predict(tmp_path, capsys):
-    from hub.cli import main
-
-    frame = _frame(300).assign(y=lambda f: np.where(f["age"].fillna(40) > 40, "high", "low"))
-    frame.to_csv(tmp_path / "my.csv", index=False)
-    frame.drop(columns="y").head(7).to_csv(tmp_path / "rows.csv", index=False)
-    assert main(["finetune", "mlp", "--data", str(tmp_path / "my.csv"), "--target", "y", "--output-dir",
-                 str(tmp_path / "runs"), "trainer.max_epochs=2", "trainer.accelerator=cpu", "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "test/auroc" in out and "HistGradientBoosting on the same split: test/acc" in out
-    run = out.split("run folder: ")[1].split()[0]
-    kept = json.loads((Path(run) / "metrics.json").read_text())["baseline"]
-    assert kept["name"] == "HistGradientBoosting" and kept["metric"] == "test/acc"
-    verdict = "is at least as good as HistGradientBoosting" if kept["model_is_better"] else "WARNING: HistGradient"
-    assert verdict in out
-    baseline_rows = list(csv.DictReader(open(Path(run) / kept["predictions"])))
-    assert list(baseline_rows[0]) == ["target", "prediction", "proba_high", "proba_low"]
-    accuracy = np.mean([r["target"] == r["prediction"] for r in baseline_rows])
-    assert abs(accuracy - kept["test"]["test/acc"]) < 1e-9
-    assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
-    rows = list(csv.DictReader(open(tmp_path / "preds.csv")))
-    assert len(rows) == 7 and list(rows[0]) == ["row", "prediction", "proba_high", "proba_low", "ood_score", "ood"]
-    assert all(abs(float(r["proba_high"]) + float(r["proba_low"]) - 1) < 1e-5 for r in rows)
-    assert main(["finetune", "mlp", "--data", str(tmp_path / "my.csv"), "--target", "nope"]) == 2
-    assert "target column 'nope' is not in the table" in capsys.readouterr().err
-
-
-def test_regression_run_names_its_output_after_the_target(tmp_path, capsys):
-    from hub.cli import main
-
-    frame = _frame(300).assign(score=lambda f: f["age"].fillna(40) * 1.5 + 0.25)  # not whole numbers: regression
-    frame.to_csv(tmp_path / "my.csv", index=False)
-    frame.drop(columns="score").head(4).to_csv(tmp_path / "rows.csv", index=False)
-    assert main(["finetune", "mlp", "--data", str(tmp_path / "my.csv"), "--target", "score", "--output-dir",
-                 str(tmp_path / "runs"), "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
-    run = capsys.readouterr().out.split("run folder: ")[1].split()[0]
-    assert hub.model_card(run).output_names == ["score"]
-    assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
-    rows = list(csv.reader(open(tmp_path / "preds.csv")))
-    assert rows[0] == ["row", "score", "score_lower_90", "score_upper_90", "ood_score", "ood"] and len(rows) == 5
 
 
 def test_tab_transformer_replaced_token_detection_pretraining_learns():

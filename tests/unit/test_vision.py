@@ -147,32 +147,6 @@ def _stripe_folder(root, counts: dict[str, int], size: int = 20):
     return root
 
 
-def test_cli_finetune_bare_family_on_class_folders_with_a_test_folder(tmp_path, capsys):
-    import csv
-    import json
-    from pathlib import Path
-
-    from hub.cli import main
-
-    root = _stripe_folder(tmp_path / "stripes", {"train": 10, "test": 6})  # no val/: a part of train/
-    assert main(["finetune", "resnet_cbam_micro_32", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    run = Path(out.split("run folder: ")[1].split()[0])
-    card = hub.model_card(str(run))
-    assert card.label_names == ["horizontal", "vertical"] and card.input_spec["height"] == 32
-    assert card.model_args["in_chans"] == 3
-    kept = json.loads((run / "metrics.json").read_text())["baseline"]
-    assert kept["name"].startswith("logistic regression on pixels") and kept["metric"] == "test/acc"
-    assert list(kept["test"]) == ["test/acc", "test/auroc", "test/auprc"]
-    assert kept["test"]["test/acc"] == 1.0  # the stripes' direction is plain in the pixels
-    verdict = "is at least as good as logistic regression" if kept["model_is_better"] else "WARNING: logistic"
-    assert verdict in out and "logistic regression on pixels (C=" in out
-    rows = list(csv.DictReader(open(run / kept["predictions"])))
-    assert sorted(r["file"] for r in rows) == sorted(p.relative_to(root).as_posix() for p in root.glob("test/*/*"))
-    assert list(rows[0]) == ["file", "target", "prediction", "proba_horizontal", "proba_vertical"]
-
-
 def test_image_folder_splits_and_errors_before_training(tmp_path, capsys):
     from hub.cli import main
     from vision.data import image_folder
