@@ -40,9 +40,10 @@ def test_recipe_smoke_run_and_report(repo, tmp_path):
     run = train(str(repo / "recipes" / "medical" / "survival_fusion_metabric.yaml"),
                 ["trainer.max_epochs=2", f"output_dir={tmp_path}"], progress=False)
     summary = json.loads((run / "metrics.json").read_text())
-    assert 0.5 < summary["test"]["test/cindex"] <= 1.0
+    assert summary["test"]["test/cindex"] > 0.5  # ranks better than chance
     report = survival_report(str(run))
-    assert (run / "risk_groups.png").is_file() and 0 < report["test"]["ibs"] < 1
+    # a survival of 0.5 at every time scores 0.25: below it, the model's survival curves say something
+    assert (run / "risk_groups.png").is_file() and report["test"]["ibs"] < 0.25
     low, high = report["test"]["harrell_c_ci95"]
     assert low < report["test"]["harrell_c"] < high
 

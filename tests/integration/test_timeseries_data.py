@@ -1,6 +1,7 @@
 """timeseries/: RUL models (shapes, gradients, overfit, bad input), the C-MAPSS FD001 pipeline, the NASA
 score, the shipped weights against their card, the forecast plot, sensor-CSV adapters and recipe smoke runs."""
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -136,7 +137,12 @@ def test_finetune_on_sensor_csv_folder(tmp_path):
                  "--output-dir", str(tmp_path / "runs"), "--no-progress", "--policy", "full"]) == 0
     (run,) = (tmp_path / "runs").glob("finetune-rul_attention/*")  # one policy: one run folder
     card = hub.model_card(str(run))
-    assert card.input_spec["sensors"] == FD001_SENSORS and card.metrics["test/rmse"]["mean"] < 125
+    assert card.input_spec["sensors"] == FD001_SENSORS
+    # better than any constant prediction of its test windows' RUL (whose best RMSE is their standard deviation),
+    # not merely below the cap of 125 that every prediction of the capped targets is under
+    baseline = json.loads((run / "metrics.json").read_text())["baseline"]
+    targets = np.array([float(row["target"]) for row in csv.DictReader(open(run / baseline["predictions"]))])
+    assert card.metrics["test/rmse"]["mean"] < targets.std()
 
 
 @pytest.mark.parametrize("recipe", ["rul_attention_fd001", "rul_attention_gru_fd001"])
