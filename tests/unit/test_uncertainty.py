@@ -1,7 +1,6 @@
 """Calibrated probabilities and conformal intervals (hub.uncertainty): the quantile's coverage and finite-sample
 correction, temperature scaling of overconfident logits, and both fitted at the end of a run and used by predict."""
 import dataclasses
-import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,7 +9,6 @@ import torch
 
 import hub
 from hub.errors import HubError
-from hub.run.train import train
 from hub.uncertainty import (
     conformal_half_width,
     fit_intervals,
@@ -144,25 +142,6 @@ def test_interval_columns_sit_beside_each_output_at_a_stored_level():
     assert interval_columns(plain, ["a", "b"], torch.zeros(1, 2))[0] == ["a", "b"]
     with pytest.raises(HubError, match="no prediction intervals"):
         interval_columns(plain, ["a", "b"], torch.zeros(1, 2), 0.9)
-
-
-SHORT = ["trainer.max_epochs=2", "trainer.limit_train_batches=3", "trainer.limit_val_batches=2"]
-
-
-def test_a_classifier_run_keeps_its_temperature_and_the_nll_and_ece_before_and_after(repo, tmp_path):
-    run = train(str(repo / "recipes" / "quickstart.yaml"), [*SHORT, f"output_dir={tmp_path}"], progress=False)
-    card = json.loads((run / "card.json").read_text())
-    summary = json.loads((run / "metrics.json").read_text())["calibration"]
-    assert card["calibration"]["temperature"] == summary["temperature"] > 0
-    assert summary["temperature"] != 1.0
-    for split in ("val", "test"):
-        assert set(summary[split]) == {"nll", "nll_calibrated", "ece", "ece_calibrated"}
-    assert summary["val"]["nll_calibrated"] <= summary["val"]["nll"]  # fitted there: T = 1 is one of the candidates
-    assert "conformal" not in card["calibration"] and "intervals" not in json.loads((run / "metrics.json").read_text())
-    off = train(str(repo / "recipes" / "quickstart.yaml"), [*SHORT, f"output_dir={tmp_path}",
-                                                             "trainer.calibrate=false"], progress=False)
-    assert json.loads((off / "card.json").read_text())["calibration"] == {}
-    assert "calibration" not in json.loads((off / "metrics.json").read_text())
 
 
 # ---- out-of-distribution scores of the graph, survival and scene kinds (hub.ood), on synthetic data -------------
