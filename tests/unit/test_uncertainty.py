@@ -414,3 +414,24 @@ def test_node_outputs_with_features_keep_the_logits_of_the_plain_pass():
         assert plain[split].features is None
         assert torch.allclose(plain[split].logits, with_features[split].logits)
         assert with_features[split].features.shape == (4, 8)  # (nodes of the split, heads * hidden)
+
+
+def test_held_out_class_scores_leave_out_the_inputs_own_class_and_the_choice_follows_them():
+    """An input's own logit and class mean are left out; a model whose logits are sure of the true class and flat
+    elsewhere makes every held-out input look unsure (MSP, energy), while its features sit on their class means,
+    equally far from the others: the choice is a logit score, with every candidate's AUROC recorded."""
+    from hub.ood import SplitOutputs, choose_class_score, held_out_class_scores
+
+    logits = torch.tensor([[4.0, 0.0, 0.0], [0.0, 4.0, 0.0]])
+    held_out = held_out_class_scores(logits, torch.tensor([0, 1]))
+    assert torch.allclose(held_out["msp"], torch.tensor([0.5, 0.5]))  # two equal logits left
+    assert torch.allclose(held_out["max_logit"], torch.tensor([0.0, 0.0]))
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.arange(3).repeat(100)
+    logits = 6 * torch.nn.functional.one_hot(labels, 3).float() + torch.randn(300, 3, generator=generator)
+    features = torch.nn.functional.one_hot(labels, 3).float() * 3 + torch.randn(300, 3, generator=generator)
+    statistics = {"means": 3 * torch.eye(3), "precision": torch.eye(3)}
+    val = SplitOutputs(features, logits, labels, None, None)
+    chosen, aurocs = choose_class_score(val, statistics, "mahalanobis")
+    assert set(aurocs) == {"mahalanobis", "energy", "msp"} and chosen == max(aurocs, key=aurocs.get)
+    assert min(aurocs.values()) > 0.9  # each separates a held-out class from the known ones here
