@@ -118,7 +118,9 @@ class ResidentImageData(HubDataModule):
         return self.train_set.batches(self.batch_size, self.augment, shuffle=True, seed=self.seed, device=device)
 
     def statistics_dataloader(self):
-        return self.train_set.batches(self.batch_size)
+        """The training split unaugmented, in a seeded shuffled order: the OOD statistics fit on its first
+        ``hub.ood.MAX_FIT_ITEMS`` items, which must hold every class (the split itself is sorted by class)."""
+        return self.train_set.batches(self.batch_size, shuffle=True, seed=0)
 
     def val_dataloader(self):
         return self.val_set.batches(self.batch_size)
