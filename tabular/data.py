@@ -58,7 +58,14 @@ def data_file(key: str) -> Path:
 
 
 class TabularRows(Dataset):
-    """Preprocessed rows; ``with_index`` adds each row's position (training rows, for TabR)."""
+    """Preprocessed rows; ``with_index`` adds each row's position (training rows, for TabR).
+
+    Args:
+        x_num: numeric features (N, F), float32 (already scaled by the preprocessor).
+        x_cat: categorical codes (N, C), int64 (0 = missing, 1 = unseen category).
+        y: targets (N,): int64 class indices, or float32 standardised values for regression.
+        with_index: if True, each sample's inputs also carry ``"index"``, the row's position in this set
+            (default False; the tabular data module sets it for the training split)."""
 
     def __init__(self, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, with_index: bool = False):
         self.x_num = torch.as_tensor(x_num)  # (N, F) float32
@@ -80,7 +87,27 @@ class TabularData(HubDataModule):
     """A table split into train / validation / test with a preprocessor fitted on train.
 
     ``load()`` returns the whole table, or ``(train_and_val, test)`` when the data has a published test split.
-    """
+
+    Args:
+        target: name of the target column.
+        task: ``"auto"`` (inferred from the target column), ``"binary"``, ``"multiclass"`` or ``"regression"``.
+        numeric: the numeric feature columns; None infers them (a column is numeric when at least 90% of its
+            non-empty cells parse as numbers).
+        categorical: the categorical feature columns; None takes every feature column not numeric.
+        scaling: numeric scaling fitted on the training rows: ``"quantile"`` (to a normal distribution, default) or
+            ``"standard"``.
+        val_fraction: fraction of the rows held out for validation (of the training file when the data has a
+            published test split).
+        test_fraction: fraction of the rows held out for testing; unused when the data has a published test split.
+        split_seed: seed of the split (stratified by class for classification).
+        info: source and licence of the data, copied into ``info`` (the model card's data section).
+        batch_size: rows per batch.
+        num_workers: DataLoader worker processes (0: load in the main process).
+        seed: seed of the training order (per epoch, so a resumed run sees the same order).
+        label_fraction: in (0, 1]; below 1, only a stratified ``label_fraction`` of the training rows keep their
+            labels (the TabTransformer paper's semi-supervised setting). Default 1: all.
+        pretrain_epochs: epochs of TabTransformer's replaced-token-detection pre-training on every training row
+            before fitting (0, the default: none; only the ``tab_transformer`` model accepts more)."""
 
     def __init__(self, target: str, task: str = "auto", numeric: list[str] | None = None,
                  categorical: list[str] | None = None, scaling: str = "quantile", val_fraction: float = 0.15,

@@ -19,6 +19,19 @@ from tabular.models.layers import CategoricalEmbeddings, LinearHeadModel, flat_i
 
 
 class TabularMLP(LinearHeadModel):
+    """MLP over the numerics and categorical embeddings, concatenated (see the module).
+
+    Args:
+        num_numeric: number of numeric features F.
+        cat_cardinalities: number of codes of each categorical column (its length is C; may be empty).
+        num_classes: outputs of the head (1 for regression).
+        hidden: width of every block.
+        depth: number of Linear -> ReLU -> Dropout blocks.
+        cat_dim: embedding width of each categorical column.
+        dropout: dropout after each block.
+
+    Shapes: x_num (B, F), x_cat (B, C) int64 -> logits (B, num_classes)"""
+
     def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, hidden: int, depth: int,
                  cat_dim: int, dropout: float):
         super().__init__()

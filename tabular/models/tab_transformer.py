@@ -40,7 +40,15 @@ from tabular.models.layers import CategoricalEmbeddings, LinearHeadModel, check_
 
 
 class TransformerBlock(nn.Module):
-    """Post-norm Transformer block: x = LN(x + MHA(x)); x = LN(x + FFN(x)). Shapes: (B, C, dim) -> same."""
+    """Post-norm Transformer block: x = LN(x + MHA(x)); x = LN(x + FFN(x)).
+
+    Args:
+        dim: token width.
+        num_heads: attention heads (must divide ``dim``).
+        dropout: dropout on the attention weights, inside the FFN and on both residual branches.
+        ffn_ratio: hidden width of the feed-forward network, as a multiple of ``dim`` (default 4).
+
+    Shapes: (B, C, dim) -> same; with ``need_weights=True`` also the attention (B, heads, C, C)."""
 
     def __init__(self, dim: int, num_heads: int, dropout: float, ffn_ratio: int = 4):
         super().__init__()
@@ -58,6 +66,25 @@ class TransformerBlock(nn.Module):
 
 
 class TabTransformer(LinearHeadModel):
+    """TabTransformer: the categorical columns through a Transformer, then an MLP with the numerics (see the module).
+
+    Args:
+        num_numeric: number of numeric features F.
+        cat_cardinalities: number of codes of each categorical column (its length is C).
+        num_classes: outputs of the head (1 for regression).
+        dim: width of each column's embedding (a category part of ``dim - dim // 8`` and a column part of ``dim // 8``).
+        depth: number of Transformer blocks.
+        num_heads: attention heads per block.
+        dropout: dropout inside the Transformer blocks.
+        mlp_dropout: dropout after each of the MLP's two hidden layers.
+        numeric_embedding: ``"layernorm"`` (the paper's LayerNorm over a row's numerics, default), ``"periodic"``
+            (PLR-lite per feature) or ``"periodic_full"`` (full PLR).
+        num_embed_dim: width of each numeric feature's periodic embedding (unused with ``"layernorm"``).
+        frequency_sigma: standard deviation of the periodic embedding's initial frequencies (unused with
+            ``"layernorm"``).
+
+    Shapes: x_num (B, F), x_cat (B, C) int64 -> logits (B, num_classes)"""
+
     def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, dim: int, depth: int,
                  num_heads: int, dropout: float, mlp_dropout: float, numeric_embedding: str = "layernorm",
                  num_embed_dim: int = 8, frequency_sigma: float = 0.1):

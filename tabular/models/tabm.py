@@ -25,6 +25,20 @@ from tabular.models.layers import CategoricalEmbeddings, flat_inputs
 
 
 class TabM(nn.Module):
+    """TabM: an MLP of ``depth`` BatchEnsemble blocks holding ``k`` members, with one head per member (see the module).
+
+    Args:
+        num_numeric: number of numeric features F.
+        cat_cardinalities: number of codes of each categorical column (its length is C; may be empty).
+        num_classes: classes (1 for regression).
+        hidden: width of every block.
+        depth: number of Linear (BatchEnsemble) -> ReLU -> Dropout blocks.
+        k: ensemble members; training returns each member's logits, evaluation their mean prediction.
+        cat_dim: embedding width of each categorical column.
+        dropout: dropout after each block.
+
+    Shapes: x_num (B, F), x_cat (B, C) -> training (B, k, num_classes); eval (B, num_classes)"""
+
     def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, hidden: int, depth: int,
                  k: int, cat_dim: int, dropout: float):
         super().__init__()

@@ -51,6 +51,26 @@ class ResidualBlock(nn.Module):
 
 
 class TabR(nn.Module):
+    """TabR: an MLP encoder, attention over the nearest training rows with their labels, then an MLP (see the module).
+
+    Args:
+        num_numeric: number of numeric features F.
+        cat_cardinalities: number of codes of each categorical column (its length is C; may be empty).
+        num_classes: classes (1 for regression: the label enters the values through a linear layer).
+        num_candidates: number of candidate rows (the training set's size); their buffers are filled by
+            ``set_candidates`` and saved with the weights.
+        dim: width of the representation, keys and values.
+        encoder_depth: residual blocks after the input's linear layer (0: none, and no LayerNorm before the key).
+        predictor_depth: residual blocks after the retrieved context is added.
+        context_size: neighbours retrieved per row (m); needs more than m candidates.
+        num_embed_dim: width of each numeric feature's periodic (PLR-lite) embedding.
+        num_frequencies: learned frequencies per numeric feature in that embedding.
+        frequency_sigma: standard deviation of the frequencies' initialisation.
+        cat_dim: embedding width of each categorical column.
+        dropout: dropout in the residual blocks, the value network ``T`` and on the attention weights.
+
+    Shapes: x_num (B, F), x_cat (B, C) int64, index (B,) optional -> logits (B, num_classes)"""
+
     def __init__(self, num_numeric: int, cat_cardinalities: list[int], num_classes: int, num_candidates: int,
                  dim: int, encoder_depth: int, predictor_depth: int, context_size: int, num_embed_dim: int,
                  num_frequencies: int, frequency_sigma: float, cat_dim: int, dropout: float):
