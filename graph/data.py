@@ -178,7 +178,17 @@ def karate_club(seed: int = 0, split_seed: int = 0) -> KarateData:
 
 class GraphFolderData(NodeGraphData):
     """A user graph folder (see the module docstring): the split of its ``split`` column, or else its labelled
-    nodes split stratified (``split_seed``); ``ids`` holds the node ids, in the graph's node order."""
+    nodes split stratified (``split_seed``); ``ids`` holds the node ids, in the graph's node order.
+
+    Args:
+        root: the folder holding ``nodes.csv`` and ``edges.csv``.
+        seed: the training seed (the graph is the one full batch of every epoch).
+        split_seed: seed of the stratified split of the labelled nodes (unused when ``nodes.csv`` has a ``split``
+            column).
+        val_fraction: fraction of the labelled nodes held out for validation (without a ``split`` column).
+        test_fraction: fraction of the labelled nodes held out for testing (without a ``split`` column).
+        normalize: row-normalise the features: True, False or ``"auto"`` (default: when every feature is
+            non-negative); the card records the resolved value."""
 
     def __init__(self, root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
                  test_fraction: float = 0.2, normalize: bool | str = "auto"):
@@ -238,7 +248,15 @@ def _family_graph(label: int, num_nodes: int, mean_degree: int) -> Data:
 
 class GraphFamiliesData(HubDataModule):
     """Erdős–Rényi (label 0) vs Barabási–Albert (label 1) graphs of 20-40 nodes and mean degree ~4,
-    drawn from ``data_seed`` so the splits do not move with the training seed."""
+    drawn from ``data_seed`` so the splits do not move with the training seed.
+
+    Args:
+        num_train: graphs in the training split (the families alternate, so the classes are balanced).
+        num_val: graphs in the validation split.
+        num_test: graphs in the test split.
+        data_seed: seed of the generated graphs (the global torch RNG is restored afterwards).
+        batch_size: graphs per batch (PyG batches them into one disconnected graph).
+        seed: seed of the training order."""
 
     task = "graph-classification"
 

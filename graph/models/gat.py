@@ -27,7 +27,20 @@ from hub.registry import register_model
 
 
 class GraphAttentionNet(nn.Module):
-    """Two attention layers over the graph: ``heads`` x ``hidden`` with ELU, then ``out_heads`` averaged."""
+    """Two attention layers over the graph: ``heads`` x ``hidden`` with ELU, then ``out_heads`` averaged.
+
+    Args:
+        in_channels: node feature width.
+        num_classes: node classes (the output layer's width).
+        hidden: output width of each head of the first layer.
+        heads: heads of the first layer, concatenated (``heads * hidden`` features).
+        out_heads: heads of the output layer, averaged.
+        dropout: dropout on the input features (over the stored entries when sparse), on the hidden features
+            and on the attention weights of both layers.
+        layer: ``"gat"``, ``"gatv2"``, ``"cat_implicit"`` or ``"cat_explicit"`` (CAT's two variants).
+        num_clusters: spectral embedding size for CAT's cluster structure (default 16; unused by GAT and GATv2).
+
+    Shapes: x (N, in_channels) dense or sparse CSR, edge_index (2, E) -> logits (N, num_classes)"""
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int, heads: int, out_heads: int,
                  dropout: float, layer: str, num_clusters: int = 16):

@@ -26,7 +26,20 @@ from hub.registry import register_model
 
 
 class GATSetClassifier(nn.Module):
-    """``num_layers`` GAT layers (ELU) -> PMA with ``num_seeds`` seeds over each graph's nodes -> linear."""
+    """``num_layers`` GAT layers (ELU) -> PMA with ``num_seeds`` seeds over each graph's nodes -> linear.
+
+    Args:
+        in_channels: node feature width.
+        num_classes: graph classes.
+        hidden: output width of each GAT head.
+        heads: GAT heads per layer, concatenated (node embeddings of width ``heads * hidden``).
+        num_layers: GAT layers.
+        num_seeds: PMA's learned seeds; the pooled seeds are flattened to ``num_seeds * heads * hidden`` features.
+        pma_heads: attention heads of the PMA readout (must divide ``heads * hidden``).
+        dropout: dropout on each GAT layer's input, on its attention weights and on the pooled features before
+            the head.
+
+    Shapes: x (N, in_channels), edge_index (2, E), batch (N,) -> logits (B, num_classes)"""
 
     def __init__(self, in_channels: int, num_classes: int, hidden: int, heads: int, num_layers: int,
                  num_seeds: int, pma_heads: int, dropout: float):

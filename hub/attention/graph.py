@@ -62,6 +62,16 @@ class GATLayer(nn.Module):
     added); heads are concatenated (``concat=True``) or averaged. ``dropout`` drops attention weights.
     A sparse CSR ``x`` is accepted (the projection is a sparse-dense product).
 
+    Args:
+        in_channels: input node feature width.
+        out_channels: output width of each head.
+        heads: attention heads (default 1).
+        concat: concatenate the heads (True, default) or average them.
+        dropout: dropout on the attention weights (default 0).
+        negative_slope: slope of the LeakyReLU in the scores (default 0.2).
+        v2: GATv2's scores ``a^T LeakyReLU(W [h_i || h_j])`` instead of GAT's (default False).
+        bias: add a learned bias to the output (default True).
+
     Shapes:
         x: (N, in_channels), edge_index: (2, E) -> (N, heads * out_channels) if concat else (N, out_channels);
         attention: (edge_index (2, E + N), alpha (E + N, heads)).
@@ -153,6 +163,17 @@ class CATLayer(MessagePassing):
 
     With ``structure=None`` the structural terms are switched off and the scores are GAT's. The
     edges must already hold self-loops (as :func:`conjoint_structure` returns them).
+
+    Args:
+        in_channels: input node feature width.
+        out_channels: output width of each head.
+        heads: attention heads (default 1).
+        concat: concatenate the heads (True, default) or average them.
+        dropout: dropout on the attention weights (default 0).
+        negative_slope: slope of the LeakyReLU in the feature scores (default 0.2).
+        variant: ``"implicit"`` (default) or ``"explicit"``, how the structure enters the attention (above).
+        num_structural: S, the structural interventions per edge (2 from :func:`conjoint_structure`).
+        bias: add a learned bias to the output (default True).
 
     Shapes:
         x: (N, in_channels), edge_index: (2, E), structure: (E, num_structural) ->

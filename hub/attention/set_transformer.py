@@ -69,6 +69,12 @@ class MAB(nn.Module):
 class SAB(nn.Module):
     """Set attention block ``MAB(X, X)``: permutation equivariant, O(n²) time and memory.
 
+    Args:
+        dim_in: width of the set elements.
+        dim: output width.
+        num_heads: attention heads (must divide ``dim``).
+        layer_norm: the MAB's two LayerNorms (default True).
+
     Shapes:
         x: (B, N, dim_in), mask: (B, N) bool, True = present -> (B, N, dim) (padded rows zero).
 
@@ -91,6 +97,13 @@ class ISAB(nn.Module):
     """Induced set attention block: ``H = MAB(I, X)`` with m inducing points, then ``MAB(X, H)``.
 
     Permutation equivariant, O(n·m) time and memory.
+
+    Args:
+        dim_in: width of the set elements.
+        dim: output width (and width of the inducing points).
+        num_heads: attention heads (must divide ``dim``).
+        num_inds: m, the learned inducing points.
+        layer_norm: the LayerNorms of both MABs (default True).
 
     Shapes:
         x: (B, N, dim_in), mask: (B, N) bool -> (B, N, dim) (padded rows zero).
@@ -122,6 +135,12 @@ class ISAB(nn.Module):
 
 class PMA(nn.Module):
     """Pooling by multihead attention: k learned seeds attend to ``rFF(Z)``; permutation invariant.
+
+    Args:
+        dim: width of the set elements and of the pooled outputs.
+        num_seeds: k, the learned seed vectors (outputs per set).
+        num_heads: attention heads (must divide ``dim``).
+        layer_norm: the MAB's two LayerNorms (default True).
 
     Shapes:
         z: (B, N, dim), mask: (B, N) bool -> (B, num_seeds, dim); an empty set pools to finite values.
