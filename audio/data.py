@@ -58,7 +58,21 @@ class SpectrogramAugment(EpochSeededDataset):
     ``tilt`` is the std of the random cepstral coefficients 1-3 added to every frame (orthonormal DCT-II bases
     over the mel bins, in units of the normalised spectrogram); ``warp`` scales the mel axis of each clip by a
     factor drawn uniformly from ``[1 - warp, 1 + warp]``.
-    """
+
+    Args:
+        specs: the normalised training spectrograms (N, F, T).
+        labels: their class indices (N,), int64.
+        num_classes: width of the one-hot targets.
+        seed: seed of the augmentation; item i of epoch e draws from ``(seed, e, i)``.
+        freq_mask: largest frequency mask of SpecAugment, in mel bins (0, the default: none).
+        time_mask: largest time mask of SpecAugment, in frames (0: none).
+        time_shift: largest circular roll along time, in frames either way (0: none).
+        noise: largest std of the additive Gaussian noise (drawn uniformly in ``[0, noise]`` per clip; 0: none).
+        mixup: probability of mixing a clip with a random other one (lambda ~ Beta(10, 10), targets mixed alike).
+        tilt: std of the spectral tilt's coefficients (0: none).
+        warp: largest relative scaling of the mel axis, in [0, 1) (0: none).
+
+    Shapes: item (F, T) spectrogram and (num_classes,) soft target"""
 
     def __init__(self, specs: torch.Tensor, labels: torch.Tensor, num_classes: int, seed: int, freq_mask: int = 0,
                  time_mask: int = 0, time_shift: int = 0, noise: float = 0.0, mixup: float = 0.0, tilt: float = 0.0,
@@ -99,7 +113,25 @@ class SpectrogramAugment(EpochSeededDataset):
 
 
 class SpectrogramData(HubDataModule):
-    """Base of the audio data modules: subclasses list (file, label) items per split in ``split_items``."""
+    """Base of the audio data modules: subclasses list (file, label) items per split in ``split_items``.
+
+    Args:
+        batch_size: clips per batch.
+        num_workers: DataLoader worker processes (0: the main process).
+        seed: seed of the training order and augmentation.
+        target_frames: frames T every spectrogram is fitted to.
+        mean: normalisation mean of the log-mels; None (with ``std``) computes both on the training split.
+        std: normalisation std of the log-mels (None: from the training split).
+        augment: keyword arguments of :class:`SpectrogramAugment` (``freq_mask``, ``time_mask``, ``time_shift``,
+            ``noise``, ``mixup``, ``tilt``, ``warp``).
+        pretext: drop the labels (every target -1) and serve unaugmented spectrograms, for masked patch modelling
+            (default False).
+        lifter: smooth the log-mels along frequency by keeping their first ``lifter`` DCT coefficients
+            (:func:`audio.features.log_mel`; None, the default: not smoothed).
+        time_fit: ``"cut"`` (cut or pad on the right, default) or ``"stretch"`` (resample the clip along time) to
+            ``target_frames``.
+        trim_db: trim leading and trailing frames more than this many dB below the loudest frame (None, the
+            default: no trimming)."""
 
     task = "soft-label-classification"
 
@@ -196,7 +228,15 @@ def find_fsdd() -> Path:
 class FSDDData(SpectrogramData):
     """FSDD (Jackson et al.): 3000 clips of spoken digits, 6 speakers; ``test_speaker``'s 500 clips are the
     test set, validation is a stratified part of the other five speakers' clips. ``digits`` keeps the clips of
-    those digits alone (every split), labelled by their place in the list, with the digits as label names."""
+    those digits alone (every split), labelled by their place in the list, with the digits as label names.
+
+    Args:
+        test_speaker: the speaker held out for testing (one of ``FSDD_SPEAKERS``).
+        val_fraction: fraction of the other speakers' clips held out for validation, stratified by digit and speaker.
+        split_seed: seed of that split and of the labelled subset.
+        label_fraction: in (0, 1]: the fraction of the training clips kept (stratified the same way); 1 keeps all.
+        digits: the digits to keep, at least two distinct integers 0-9 (None, the default: all ten).
+        **kwargs: those of :class:`SpectrogramData`."""
 
     def __init__(self, test_speaker: str, val_fraction: float, split_seed: int, label_fraction: float,
                  digits: list[int] | None = None, **kwargs):
@@ -263,7 +303,14 @@ def fsdd(batch_size: int = 32, num_workers: int = 0, seed: int = 0, test_speaker
 class AudioFolderData(SpectrogramData):
     """A user's folder of WAV/FLAC files, one sub-folder per class: ``root/<class>/*`` split stratified into
     train/val/test, or ``root/train/<class>/*`` with optional ``val/`` and ``test/`` folders (e.g. other speakers;
-    a missing one is a stratified part of train/), as :func:`hub.data.class_folder_splits` reads them."""
+    a missing one is a stratified part of train/), as :func:`hub.data.class_folder_splits` reads them.
+
+    Args:
+        root: the folder.
+        split_seed: seed of the stratified splits.
+        val_fraction: fraction of the clips held out for validation (when there is no ``val/`` folder).
+        test_fraction: fraction of the clips held out for testing (when there is no ``test/`` folder).
+        **kwargs: those of :class:`SpectrogramData`."""
 
     def __init__(self, root: str, split_seed: int, val_fraction: float, test_fraction: float, **kwargs):
         super().__init__(**kwargs)

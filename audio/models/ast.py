@@ -30,7 +30,23 @@ from hub.registry import register_model
 
 
 class AudioSpectrogramTransformer(nn.Module):
-    """AST: overlapping patch embedding, [CLS] + distillation tokens, ViT blocks, averaged-token head."""
+    """AST: overlapping patch embedding, [CLS] + distillation tokens, ViT blocks, averaged-token head.
+
+    Args:
+        num_classes: classes (default 10; 0: no head, the pooled features are returned).
+        num_mel_bins: mel bins F of the input (default 128).
+        target_frames: frames T of the input (default 100); with ``num_mel_bins`` it fixes the patch grid.
+        patch_size: side of the square patches (default 16); the input must hold at least one.
+        fstride: patch stride along frequency (default 10: patches overlap by 6 bins).
+        tstride: patch stride along time (default 10).
+        embed_dim: token width (default 192).
+        depth: Transformer blocks (default 4).
+        num_heads: attention heads per block (default 3).
+        mlp_ratio: MLP hidden width as a multiple of ``embed_dim`` (default 4).
+        drop_rate: dropout after the positional embedding, in the blocks' projections and before the head (default 0).
+        drop_path_rate: stochastic depth of the last block, rising linearly from 0 over the blocks (default 0).
+
+    Shapes: x (B, num_mel_bins, target_frames) -> logits (B, num_classes)"""
 
     num_prefix_tokens = 2
 

@@ -26,6 +26,19 @@ from hub.registry import register_model
 
 
 class TimbreAttention(nn.Module):
+    """Log-mel frames -> linear embedding + learned positions -> one self-attention layer -> time mean -> dense head.
+
+    Args:
+        num_classes: classes (default 10).
+        num_mel_bins: mel bins F of the input (default 128).
+        target_frames: frames T of the input; fixed, as the positions are learned per frame (default 100).
+        embed_dim: width of each frame's embedding (default 64).
+        num_heads: attention heads (default 8, as the paper).
+        hidden_dim: width of the dense layer before the head (default 128).
+        dropout: dropout on the attention weights and after the dense layer (default 0.1).
+
+    Shapes: x (B, num_mel_bins, target_frames) -> logits (B, num_classes)"""
+
     def __init__(self, num_classes: int = 10, num_mel_bins: int = 128, target_frames: int = 100,
                  embed_dim: int = 64, num_heads: int = 8, hidden_dim: int = 128, dropout: float = 0.1):
         super().__init__()

@@ -52,7 +52,17 @@ def _pad(sets: list[np.ndarray], dim: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class SetDataModule(HubDataModule):
-    """Generated sets: ``make_split(rng, count)`` returns ``(x, mask, target)`` tensors."""
+    """Generated sets: ``make_split(rng, count)`` returns ``(x, mask, target)`` tensors.
+
+    Args:
+        num_train: sets in the training split.
+        num_val: sets in the validation split.
+        num_test: sets in the test split.
+        data_seed: seed of the generated sets (split i is drawn from ``(data_seed, i)``), so the splits do not move
+            with the training seed.
+        batch_size: sets per batch.
+        num_workers: DataLoader worker processes (default 0: the main process).
+        seed: seed of the training order (default 0)."""
 
     task = "set-regression"
 
@@ -216,6 +226,13 @@ def parse_mixture(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.
 
 class DeepSets(nn.Module):
     """Deep Sets baseline (Zaheer et al., 2017): ``rho(pool(phi(x)))`` with masked mean, sum or max pooling.
+
+    Args:
+        dim_input: width of the set elements.
+        num_outputs: outputs per set (k).
+        dim_output: width of each output.
+        dim_hidden: width of ``phi``'s and ``rho``'s three-layer MLPs (default 128).
+        pool: ``"max"`` (default), ``"mean"`` or ``"sum"`` over the present elements; an empty set pools to 0.
 
     Shapes:
         x: (B, N, dim_input), mask: (B, N) bool -> (B, num_outputs, dim_output).

@@ -77,7 +77,17 @@ def seed_all(seed: int) -> None:
 
 
 class HubModule(pl.LightningModule):
-    """Wraps a hub model with its task, optimiser and schedule."""
+    """Wraps a hub model with its task, optimiser and schedule.
+
+    Args:
+        model: the hub model to train (possibly wrapped by ``torch.compile``; ``plain_model`` unwraps it).
+        task: the :class:`~hub.tasks.Task` giving the loss, the metrics and how a batch is read.
+        optimizer: the recipe's optimizer section (name, learning rate, weight decay, layer decay...).
+        scheduler: the recipe's scheduler section (warmup, then cosine, linear or step decay; or none).
+        recipe: the whole recipe as a dict, logged as hyper-parameters, stored in checkpoints (``hub_recipe``) and
+            read for its ``seed`` (per-step reseeding); None: empty.
+        classifier: the model family's classifier prefix (e.g. ``"head"``); the other parameters learn at
+            ``optimizer.lr * optimizer.backbone_lr_scale``. None: every parameter is backbone."""
 
     def __init__(self, model: torch.nn.Module, task: Task, optimizer: OptimizerSection,
                  scheduler: SchedulerSection, recipe: dict[str, Any] | None = None, classifier: str | None = None):
