@@ -186,7 +186,16 @@ class RULWindowData(HubDataModule):
 
     Subclasses implement :meth:`load` returning ``(train_units, test_units, test_rul_at_end, names)``:
     unit -> (cycles, S) arrays, the true RUL after each test unit's last cycle, and the S sensor names.
-    """
+
+    Args:
+        window: cycles per input window (at least 2; default 30).
+        horizon: RUL targets per window: now and the next ``horizon - 1`` cycles (at least 1; default 10).
+        rul_cap: the piecewise-linear RUL's ceiling, in cycles (default 125).
+        val_fraction: fraction of the training units held out whole for validation (default 0.2).
+        split_seed: seed of that split (default 0).
+        batch_size: windows per batch (default 256).
+        num_workers: DataLoader worker processes (default 0: the main process).
+        seed: seed of the training order (default 0)."""
 
     task = "rul-regression"
 
@@ -308,7 +317,16 @@ def traffic_features(speed: np.ndarray, time_of_day: np.ndarray, mean: float, st
 
 class TrafficSeriesData(HubDataModule):
     """Speeds (T, N) as ``input_steps``-in / ``output_steps``-out samples, split chronologically; subclasses
-    :meth:`load` the speeds, the time of day of each step and the road graph (see the module doc)."""
+    :meth:`load` the speeds, the time of day of each step and the road graph (see the module doc).
+
+    Args:
+        input_steps: time steps per input (default 12).
+        output_steps: time steps forecast (default 12).
+        val_fraction: fraction of the samples, after the training ones, held out for validation (default 0.1).
+        test_fraction: fraction of the samples, the last ones, held out for testing (default 0.2).
+        batch_size: samples per batch (default 32).
+        num_workers: DataLoader worker processes (default 0: the main process).
+        seed: seed of the training order (default 0)."""
 
     task = "traffic-forecast"
 
@@ -392,7 +410,15 @@ def los_loop(input_steps: int = 12, output_steps: int = 12, val_fraction: float 
 
 class SensorUnitsData(RULWindowData):
     """A folder of run-to-failure unit CSVs; train/val/test by unit. Given ``sensors`` (a model's) are all kept;
-    without them every column but ``time_column`` is a sensor, and the constant ones are dropped and reported."""
+    without them every column but ``time_column`` is a sensor, and the constant ones are dropped and reported.
+
+    Args:
+        root: the folder of unit CSVs (one per unit, one row per cycle, the last row the failure).
+        sensors: the sensor columns to read, all required (a model card's ``input_spec["sensors"]``); None: every
+            column but ``time_column``, the constant ones dropped.
+        time_column: the cycle column (default ``"cycle"``).
+        test_fraction: fraction of the units held out whole for testing (default 0.15).
+        **kwargs: those of :class:`RULWindowData` (``window``, ``horizon``, ``rul_cap``, ``val_fraction``...)."""
 
     def __init__(self, root: str, sensors: list[str] | None = None, time_column: str = "cycle",
                  test_fraction: float = 0.15, **kwargs):

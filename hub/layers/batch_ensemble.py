@@ -22,6 +22,12 @@ class LinearBatchEnsemble(nn.Module):
     ``y_i = ((x_i * r_i) W) * s_i + b_i``. ``random_signs`` starts ``r`` at random signs (so the members differ
     from the first step; TabM does this in the first layer), else at 1.
 
+    Args:
+        dim_in: input width.
+        dim_out: output width.
+        k: ensemble members.
+        random_signs: start ``r`` at random +-1 (True) or at 1 (False).
+
     Shapes: (B, k, in) -> (B, k, out)
     """
 

@@ -22,7 +22,16 @@ from hub.errors import DataError
 
 
 class PeriodicEmbeddings(nn.Module):
-    """``num_features`` numeric features -> one ``dim``-vector each, from ``num_frequencies`` learned frequencies."""
+    """``num_features`` numeric features -> one ``dim``-vector each, from ``num_frequencies`` learned frequencies.
+
+    Args:
+        num_features: numeric features F.
+        dim: embedding width of each feature.
+        num_frequencies: learned frequencies per feature (default 16); each gives a cosine and a sine.
+        sigma: std of the frequencies' initialisation, N(0, sigma) truncated at 3 sigma (default 0.1).
+        lite: one linear layer shared by the features (True, default: PLR-lite) or one per feature (full PLR).
+
+    Shapes: x_num (B, F) -> (B, F, dim)"""
 
     def __init__(self, num_features: int, dim: int, num_frequencies: int = 16, sigma: float = 0.1,
                  lite: bool = True):

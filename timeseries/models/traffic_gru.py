@@ -19,6 +19,18 @@ from timeseries.models.testam import check_traffic_input
 
 
 class TrafficGRU(nn.Module):
+    """One GRU shared by all sensors over each sensor's input steps, a linear map of its last state to the forecast.
+
+    Args:
+        num_nodes: sensors N.
+        input_steps: T_in, the steps read per sensor.
+        output_steps: T_out, the steps forecast.
+        dim: GRU hidden width.
+        speed_mean: training speed mean; outputs are de-standardised with it, so they are in the data's unit.
+        speed_std: training speed std, likewise.
+
+    Shapes: x (B, T_in, N, 2) = [z-scored speed, time of day] -> forecast (B, T_out, N)"""
+
     def __init__(self, num_nodes: int, input_steps: int, output_steps: int, dim: int, speed_mean: float,
                  speed_std: float):
         super().__init__()
