@@ -35,7 +35,13 @@ CIFAR_MEAN, CIFAR_STD = [0.4914, 0.4822, 0.4465], [0.2470, 0.2435, 0.2616]
 
 class ShiftAugment(EpochSeededDataset):
     """Random translation by up to ``max_shift`` pixels (padded with the image minimum, the background),
-    seeded per (epoch, index)."""
+    seeded per (epoch, index).
+
+    Args:
+        images: the normalised training images (N, C, H, W).
+        labels: their labels (N,).
+        max_shift: largest shift in pixels, along each axis and either way (0: no shift).
+        seed: seed of the draws; item i of epoch e draws from ``(seed, e, i)``."""
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, max_shift: int, seed: int):
         self.images, self.labels, self.max_shift, self.seed = images, labels, max_shift, seed
@@ -54,7 +60,16 @@ class ShiftAugment(EpochSeededDataset):
 
 
 class DigitsData(HubDataModule):
-    """scikit-learn's 1,797 handwritten digits (8x8, 17 grey levels) with a stratified split."""
+    """scikit-learn's 1,797 handwritten digits (8x8, 17 grey levels) with a stratified split.
+
+    Args:
+        batch_size: images per batch (default 64).
+        num_workers: DataLoader worker processes (default 0: the main process).
+        seed: seed of the training order and shifts (default 0).
+        split_seed: seed of the stratified split (default 0).
+        val_fraction: fraction of the images held out for validation (default 0.1).
+        test_fraction: fraction held out for testing (default 0.2).
+        max_shift: random translation of the training images by up to this many pixels (default 0: none)."""
 
     def __init__(self, batch_size: int = 64, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.1, test_fraction: float = 0.2, max_shift: int = 0):
@@ -140,7 +155,23 @@ class ImageFolderData(ResidentImageData):
     """A user's image folder: ``root/train/<class>/*`` with optional ``root/val/<class>/*`` and
     ``root/test/<class>/*`` (a missing one is a stratified part of train/), or ``root/<class>/*`` split stratified
     into train/val/test (:func:`hub.data.class_folder_splits`). The images are decoded once at the model's size
-    (cached) and augmented a batch at a time (:data:`AUGMENTATIONS`)."""
+    (cached) and augmented a batch at a time (:data:`AUGMENTATIONS`).
+
+    Args:
+        root: the folder.
+        height: image height the images are resized to (the model's input).
+        width: image width, likewise.
+        channels: 1 (grey) or 3 (RGB); images are converted to it.
+        mean: per-channel normalisation mean (``channels`` values).
+        std: per-channel normalisation std.
+        batch_size: images per batch (default 32).
+        num_workers: not used: the images are decoded once and held in memory (kept so older recipes load).
+        seed: seed of the training order and augmentation (default 0).
+        split_seed: seed of the stratified splits (default 0).
+        val_fraction: fraction of train/ held out for validation when there is no val/ folder (default 0.15).
+        test_fraction: fraction held out for testing when there is no test/ folder (default 0.15).
+        augment: the training batches' augmentation: ``"none"``, ``"light"`` (random resized crops and flips,
+            default) or ``"randaugment"`` (light + RandAugment)."""
 
     def __init__(self, root: str, height: int, width: int, channels: int, mean: list[float], std: list[float],
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
@@ -183,7 +214,17 @@ class SceneFolderData(ResidentImageData):
     """A user's folder of unlabelled images (searched recursively) for fine-tuning a slot autoencoder by
     reconstruction: resized to ``size`` x ``size`` RGB in [-1, 1] (the model's input), split at random by
     ``split_seed`` into train/val/test. Items are ``(image, 0)``: there are no instance masks, so the task
-    scores nothing and the epoch is picked on the validation reconstruction loss."""
+    scores nothing and the epoch is picked on the validation reconstruction loss.
+
+    Args:
+        root: the folder.
+        size: side of the square images (default 64).
+        batch_size: images per batch (default 32).
+        num_workers: not used: the images are decoded once and held in memory.
+        seed: seed of the training order (default 0).
+        split_seed: seed of the random split (default 0).
+        val_fraction: fraction of the images held out for validation (at least one image; default 0.1).
+        test_fraction: fraction held out for testing (at least one image; default 0.1)."""
 
     task = "object_discovery"
 
@@ -228,7 +269,19 @@ def scene_folder(root: str, size: int = 64, batch_size: int = 32, num_workers: i
 
 class MultiShapesData(HubDataModule):
     """Generated multi-object scenes for object discovery (task ``object_discovery``: no labels; the
-    instance masks are only used to score the slots' masks)."""
+    instance masks are only used to score the slots' masks).
+
+    Args:
+        train_size: scenes in the training split (default 20,000).
+        val_size: scenes in the validation split (default 500).
+        test_size: scenes in the test split (default 1,000).
+        size: side of the square scenes in pixels (at least 16; default 64).
+        min_objects: fewest sprites per scene (at least 1; default 2).
+        max_objects: most sprites per scene (default 6).
+        split_seed: seed of the scenes: scene i of a split is drawn from ``(split_seed, split, i)`` (default 0).
+        batch_size: scenes per batch (default 64).
+        num_workers: DataLoader worker processes (default 0: the main process).
+        seed: seed of the training order (default 0)."""
 
     task = "object_discovery"
 
@@ -290,6 +343,23 @@ def _array_images(pixels: np.ndarray, spec: dict[str, Any]) -> torch.Tensor:
 
 
 class Cifar10Data(ResidentImageData):
+    """CIFAR-10 held in memory: the local copy (``HUB_DATA_DIR/cifar10``) or torchvision's download, a stratified
+    validation part carved from train; see :func:`cifar10`.
+
+    Args:
+        batch_size: images per batch.
+        num_workers: not used: the images are decoded once and held in memory (kept so older recipes load).
+        seed: seed of the training order and augmentation.
+        split_seed: seed of the validation split and of ``train_subset``.
+        val_fraction: fraction of the training images held out for validation, stratified by class.
+        img_size: side the images are resized to (32: as stored).
+        augment: flips and translations of the training batches, plus a cutout square when ``cutout`` > 0.
+        train_subset: keep this many of the remaining training images, drawn at random (None: all).
+        full_train: all 50,000 official training images; False: the 20,000 of the local ``train/`` (2,000 per class).
+        translate: largest translation in pixels when ``augment`` (reflect padding).
+        cutout: side of the cutout square when ``augment`` (0: none).
+        classes: keep only these class names, labelled in this order (None: all ten)."""
+
     def __init__(self, batch_size: int, num_workers: int, seed: int, split_seed: int, val_fraction: float,
                  img_size: int, augment: bool, train_subset: int | None, full_train: bool, translate: int,
                  cutout: int, classes: list[str] | None):
@@ -377,6 +447,18 @@ def cifar10(batch_size: int = 128, num_workers: int = 2, seed: int = 0, split_se
 
 
 class BreastMnistData(ResidentImageData):
+    """BreastMNIST (MedMNIST v2's ``breastmnist.npz``, its official split) held in memory; see :func:`breastmnist`.
+
+    Args:
+        batch_size: images per batch.
+        num_workers: not used: the images are held in memory.
+        seed: seed of the training order and augmentation.
+        img_size: side the 28x28 images are resized to.
+        channels: 1 (grey, as stored) or 3 (the grey copied to RGB).
+        augment: flip and shift the training batches by up to an eighth of the side (3 pixels at 28).
+        mean: per-channel normalisation mean (``channels`` values).
+        std: per-channel normalisation std."""
+
     def __init__(self, batch_size: int, num_workers: int, seed: int, img_size: int, channels: int, augment: bool,
                  mean: list[float], std: list[float]):
         super().__init__(batch_size, num_workers, seed)

@@ -183,6 +183,18 @@ class ImageBatches:
     epoch through ``sampler.set_epoch``. Under data parallelism each process takes every world-size-th image of
     the epoch's order (a custom iterable is not given a ``DistributedSampler``).
 
+    Args:
+        images: the split's images (N, C, H, W), uint8.
+        labels: their labels (N,), int64.
+        mean: per-channel normalisation mean, in [0, 1] units.
+        std: per-channel normalisation std.
+        batch_size: images per batch (at least 1).
+        augment: the batch augmentation to apply (None, the default: none).
+        shuffle: a new seeded order every epoch (default False: the stored order).
+        drop_last: drop the last, incomplete batch (default False).
+        seed: seed of the order and of the augmentation draws (default 0).
+        device: where to keep the images and build the batches (None, the default: where ``images`` are).
+
     Shapes: yields x (B, C, H, W) float32, y (B,) int64.
     """
 

@@ -58,7 +58,15 @@ def render_scene(rng: np.random.Generator, size: int = 64, min_objects: int = 2,
 
 
 class MultiShapes(Dataset):
-    """``length`` generated scenes of one split: items are ``(image (3, H, W) normalised to [-1, 1], mask (H, W))``."""
+    """``length`` generated scenes of one split: items are ``(image (3, H, W) normalised to [-1, 1], mask (H, W))``.
+
+    Args:
+        length: scenes in the split.
+        split: ``"train"``, ``"val"`` or ``"test"``; scene i is drawn from ``(split_seed, split, i)``.
+        split_seed: seed of the scenes (default 0).
+        size: side of the square scenes in pixels (default 64).
+        min_objects: fewest sprites per scene (default 2).
+        max_objects: most sprites per scene (default 6)."""
 
     def __init__(self, length: int, split: str, split_seed: int = 0, size: int = 64, min_objects: int = 2,
                  max_objects: int = 6):
