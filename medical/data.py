@@ -93,7 +93,17 @@ DEEPSURV_SETS = {
 
 
 class SurvivalRows(Dataset):
-    """Rows of a standardised survival table; ``genes`` may be absent (G = 0)."""
+    """Rows of a standardised survival table; ``genes`` may be absent (G = 0).
+
+    Args:
+        clinical: clinical covariates (N, C), standardised.
+        genes: gene values (N, G), standardised; a missing value is 0 with ``gene_mask`` False.
+        gene_mask: which gene values are present (N, G), bool.
+        time: follow-up times (N,).
+        event: event indicators (N,): 1 = the event was observed, 0 = censored.
+
+    Shapes: item ``({"clinical": (C,), "genes": (G,), "gene_mask": (G,)}, target (2,) = [time, event])``; without
+    genes (G = 0) the inputs hold ``clinical`` alone."""
 
     def __init__(self, clinical: np.ndarray, genes: np.ndarray, gene_mask: np.ndarray, time: np.ndarray,
                  event: np.ndarray):
@@ -115,7 +125,17 @@ class SurvivalRows(Dataset):
 class SurvivalTableData(HubDataModule):
     """Base of the survival tables: subclasses return the raw parts in :meth:`load`; this class carves a
     validation part from train (stratified by event, fixed ``split_seed``), standardises and builds the sets.
-    ``loss`` and ``rank_weight`` configure the training loss (:class:`medical.tasks.SurvivalTask`)."""
+    ``loss`` and ``rank_weight`` configure the training loss (:class:`medical.tasks.SurvivalTask`).
+
+    Args:
+        batch_size: patients per batch (default 8192, large: the Cox loss's risk sets are taken within a batch).
+        num_workers: DataLoader worker processes (default 0: the main process).
+        seed: seed of the training order (default 0).
+        split_seed: seed of the validation split (default 0).
+        val_fraction: fraction of the training patients held out for validation (default 0.2).
+        loss: ``"efron"`` (default) or ``"breslow"`` (the Cox partial likelihood with those tie corrections) or
+            ``"weighted"`` (the weighted Cox loss).
+        rank_weight: weight of the pairwise ordering loss added to it (default 0: none)."""
 
     task = "survival"
 
@@ -235,7 +255,20 @@ class SurvivalCSVData(SurvivalTableData):
     """A user's survival table (CSV with a header): one row per patient, split stratified by event into
     train / validation / test. Gene columns may have empty cells (that gene is masked for that patient); clinical
     columns are numeric or categorical (one indicator per category, :mod:`medical.io`), the categories given or
-    inferred from the training and validation rows."""
+    inferred from the training and validation rows.
+
+    Args:
+        path: the CSV file.
+        time_col: the follow-up time column (times >= 0).
+        event_col: the event column (1 = event, 0 = censored).
+        gene_cols: the gene columns (may be empty).
+        clinical_cols: the clinical columns; None: every column but the time, event, ``id`` and gene columns.
+        categories: categorical clinical column -> its categories; None: inferred from the training and validation
+            rows.
+        test_fraction: fraction of the patients held out for testing, stratified by event.
+        expect_num_genes: the number of gene columns the model takes (a fine-tuned card's), checked; None: any.
+        expect_num_clinical: likewise for the clinical columns.
+        **kwargs: those of :class:`SurvivalTableData`."""
 
     def __init__(self, path: str, time_col: str, event_col: str, gene_cols: list[str], clinical_cols: list[str] | None,
                  categories: dict[str, list[str]] | None, test_fraction: float, expect_num_genes: int | None,
@@ -558,7 +591,14 @@ class IcuStaysData(HubDataModule):
 
 
 class PhysioNet2012Data(IcuStaysData):
-    """Set A as hourly grids; fold ``fold`` of 5 (stratified) is the test part."""
+    """Set A as hourly grids; fold ``fold`` of 5 (stratified) is the test part.
+
+    Args:
+        fold: the test fold, 0-4 (folds drawn once, stratified by outcome); an eighth of the rest, stratified and
+            seeded by ``fold``, is the validation part.
+        batch_size: stays per batch.
+        num_workers: DataLoader worker processes (0: the main process).
+        seed: seed of the training order."""
 
     def __init__(self, fold: int, batch_size: int, num_workers: int, seed: int):
         super().__init__(batch_size, num_workers, seed)
@@ -678,7 +718,18 @@ def _stay_labels(path: Path, label: str, ids: list[str]) -> np.ndarray:
 
 class IcuStaysFolderData(IcuStaysData):
     """A user's ICU stays (see :func:`icu_stays_folder`) as hourly grids of ``variables`` (default: every
-    time-series parameter of the stays, sorted), labelled from the outcomes file."""
+    time-series parameter of the stays, sorted), labelled from the outcomes file.
+
+    Args:
+        path: the folder of ``<RecordID>.txt`` records (or holding ``stays.csv``).
+        outcomes: the outcomes CSV (``RecordID`` and the ``label`` column); None: the file named ``Outcomes*``.
+        label: the binary outcome column.
+        variables: the time-series parameters to grid, in order (a card's); None: every one found, sorted.
+        hours: the first hours of each stay that become the grid.
+        split_seed: seed of the stratified split (without ``train/``, ``val/``, ``test/`` subfolders).
+        val_fraction: fraction of the stays held out for validation (stratified split only).
+        test_fraction: fraction held out for testing (stratified split only).
+        **kwargs: ``batch_size``, ``num_workers`` and ``seed`` of :class:`~hub.data.HubDataModule`."""
 
     def __init__(self, path: str, outcomes: str | None, label: str, variables: list[str] | None, hours: int,
                  split_seed: int, val_fraction: float, test_fraction: float, **kwargs):

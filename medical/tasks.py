@@ -135,7 +135,14 @@ class ConcordanceIndex(torchmetrics.Metric):
 @register_task("survival")
 class SurvivalTask(Task):
     """Cox partial likelihood (Efron or Breslow ties) or the weighted Cox loss, plus ``rank_weight`` times the
-    pairwise ordering loss (:func:`pairwise_order_loss`) when it is above 0; Harrell's and Uno's C."""
+    pairwise ordering loss (:func:`pairwise_order_loss`) when it is above 0; Harrell's and Uno's C.
+
+    Args:
+        loss: ``"efron"`` (default), ``"breslow"`` or ``"weighted"`` (:func:`weighted_cox_loss`).
+        train_time: the training patients' times, for Uno's C (its censoring weights); None: Harrell's C alone.
+        train_event: the training patients' event indicators, with ``train_time``.
+        num_classes: not used (accepted as by every task); the model gives one risk per patient.
+        rank_weight: weight of the pairwise ordering loss (>= 0; default 0: the Cox loss alone)."""
 
     monitor = "val/cindex"
     mode = "max"

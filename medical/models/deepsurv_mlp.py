@@ -20,6 +20,17 @@ from hub.registry import register_model
 
 
 class DeepSurvMLP(nn.Module):
+    """DeepSurv: the genes and clinical covariates, concatenated, through an MLP to one log hazard ratio.
+
+    Args:
+        num_genes: gene values G (0: none).
+        num_clinical: clinical covariates C.
+        hidden: width of every hidden layer.
+        num_layers: Linear -> BatchNorm -> SELU -> Dropout blocks.
+        dropout: dropout after each block.
+
+    Shapes: clinical (B, C), genes (B, G) -> risk (B,)"""
+
     def __init__(self, num_genes: int, num_clinical: int, hidden: int, num_layers: int, dropout: float):
         super().__init__()
         self.num_genes, self.num_clinical = num_genes, num_clinical

@@ -21,6 +21,17 @@ from medical.models.tfcam import check_stays
 
 
 class MaskedGRU(nn.Module):
+    """A GRU over each hour's [values, observation mask], its last state with the descriptors through a linear head.
+
+    Args:
+        num_variables: time-series variables F.
+        num_static: admission descriptors S, joined to the last hidden state.
+        num_classes: classes.
+        hidden: GRU hidden width.
+        dropout: dropout before the head.
+
+    Shapes: values, mask (B, T, F), static (B, S) -> logits (B, num_classes)"""
+
     def __init__(self, num_variables: int, num_static: int, num_classes: int, hidden: int, dropout: float):
         super().__init__()
         self.num_variables, self.num_static = num_variables, num_static

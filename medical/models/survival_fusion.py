@@ -70,6 +70,13 @@ class GeneTokenizer(nn.Module):
 class TileEncoder(nn.Module):
     """A bag of image tiles -> backbone features -> self-attention across tiles -> PMA patient tokens.
 
+    Args:
+        backbone: name of the timm model that extracts each tile's features (created without pretrained weights).
+        channels: tile channels.
+        dim: token width (the backbone's features are projected to it).
+        num_heads: attention heads of the tile self-attention and the PMA.
+        num_tokens: patient tokens, the PMA's seeds.
+
     Shapes:
         tiles: (B, N, C, H, W), tiles_mask: (B, N) bool -> (B, num_tokens, dim)
     """

@@ -89,6 +89,25 @@ class AxisAttention(nn.Module):
 
 
 class TFCAM(nn.Module):
+    """TFCAM: every (hour, variable) cell a token, attention across variables then across hours, temporal-feature
+    cross attention, the admission descriptors, an MLP head (see the module).
+
+    Args:
+        num_variables: time-series variables F.
+        num_static: admission descriptors S.
+        num_classes: classes.
+        hours: the most hours T a stay may have (the learned hour embeddings).
+        dim: token width.
+        num_heads: attention heads of every attention layer.
+        dropout: dropout on the pooled variable and hour tokens, in the cross attention and before the head
+            (not on the cell tokens).
+        summaries: add the wide path of each variable's last, mean, minimum, maximum value and observation count
+            (default False).
+        summary_dim: width of that path (None, the default: ``dim``).
+        k: ensemble members over the summary path and the head, BatchEnsemble style (default 1: a single model).
+
+    Shapes: values, mask (B, T, F), static (B, S) -> logits (B, num_classes) (k > 1 in training: (B, k, num_classes))"""
+
     def __init__(self, num_variables: int, num_static: int, num_classes: int, hours: int, dim: int, num_heads: int,
                  dropout: float, summaries: bool = False, summary_dim: int | None = None, k: int = 1):
         super().__init__()
