@@ -54,12 +54,14 @@ class SlotAutoEncoder(nn.Module):
 
     Args:
         img_size: input height and width.
+        in_chans: input channels (the decoder gives as many, plus an alpha logit per slot).
         num_slots: K (the number of objects it can separate, background included).
         dim_slot: slot width D; the encoder's last width feeds the slot attention.
         num_iterations: slot attention iterations T.
         encoder_channels / encoder_strides: the CNN encoder's widths and strides (kernel ``kernel_size``).
         decoder_channels: widths of the decoder's stride-2 transposed convolutions after the broadcast.
         broadcast_size: side of the grid each slot is broadcast to.
+        kernel_size: side of the encoder's and decoder's convolution kernels.
         implicit_grad: detach the slots before the last iteration (see the core's SlotAttention).
     """
 
