@@ -15,10 +15,10 @@ Scores, all from one forward pass of the same model: the hub's ``ood_score`` (as
 and each of its components alone ("component: ..."); the maximum softmax probability (MSP, Hendrycks & Gimpel 2017),
 the max logit and the energy (Liu et al. 2020) of the logits; KNN, the distance to the 50th nearest
 normalised penultimate feature of the training images (Sun et al. 2022); Mahalanobis to the nearest class mean (Lee
-et al. 2018). The detector is fitted again on the run's data by :func:`hub.ood.fit_detector` (the rule training
-applies today); "held-out-class proxy" is the AUROC its class-dependent score is chosen by
-(:func:`hub.ood.choose_class_score`), to be compared with the real validation unknowns. Far shifts for the same
-scores: uniform noise, and BreastMNIST's grey ultrasound scans given as a user would (32x32x3, CIFAR-10's
+et al. 2018). The detector is fitted again on the run's data by :func:`hub.uncertainty.ood.fit_detector` (the rule
+training applies today); "held-out-class proxy" is the AUROC its class-dependent score is chosen by
+(:func:`hub.uncertainty.ood.choose_class_score`), to be compared with the real validation unknowns. Far shifts for the
+same scores: uniform noise, and BreastMNIST's grey ultrasound scans given as a user would (32x32x3, CIFAR-10's
 normalisation). Each score's flag threshold is its own validation 99% quantile (the hub's ``ood_score``: the card's
 threshold), so every row flags about 1% of known-class validation images.
 
@@ -37,11 +37,11 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from benchmarks import RESULTS
-from hub import ood
 from hub.cards import read_card
 from hub.io import atomic_write_bytes
 from hub.models import load_run, model_card
 from hub.recipe import card_data
+from hub.uncertainty import ood
 from vision.data import CIFAR_CLASSES, cifar10
 
 RECIPE = "recipes/vision/airbench_cbam_cifar10.yaml"
@@ -96,8 +96,8 @@ def score_table(model, detector: ood.Detector, images, bank: torch.Tensor, stati
 
 def held_out_class_proxy(model, validation, scored: dict[str, np.ndarray], statistics: dict[str, torch.Tensor],
                          spec: dict) -> dict[str, float]:
-    """AUROC of :func:`hub.ood.held_out_class_scores` on the known classes' validation images (each as if its class
-    were unknown) against the same scores with every class: the proxy a run could choose on without held-out
+    """AUROC of :func:`hub.uncertainty.ood.held_out_class_scores` on the known classes' validation images (each as if
+    its class were unknown) against the same scores with every class: the proxy a run could choose on without held-out
     classes, beside the real validation unknowns."""
     out = ood.split_outputs(model, validation, ["mahalanobis"], spec)
     held_out = ood.held_out_class_scores(out.logits, out.labels, out.features, **statistics)

@@ -16,10 +16,10 @@ from torch.utils.data import DataLoader, TensorDataset
 import hub
 from benchmarks import RESULTS
 from benchmarks.uncertainty import drifting_sensors
-from hub import ood
 from hub.io import atomic_write_bytes
 from hub.recipe import card_data
-from hub.uncertainty import interval_columns
+from hub.uncertainty import ood
+from hub.uncertainty.conformal import interval_columns
 
 TAG = "rul_attention.fd001"
 FAILING_RUL = 30  # true RUL (cycles) at or below which a unit is failing

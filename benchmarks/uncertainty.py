@@ -1,14 +1,14 @@
 """How sure the shipped tags are, and how well they know when not to be. Writes
 ``benchmarks/results/uncertainty.md`` with two tables:
 
-- out-of-distribution scores (:mod:`hub.ood`): per tag, the score its card names, the share of in-distribution test
-  inputs flagged (the false-alarm rate, configured at 1%), and per shifted set the AUROC of ``ood_score`` for
-  separating it from the test inputs, beside the AUROC of the plain baselines computed from the same forward pass
-  (:func:`baseline_scores`: the maximum softmax probability, the max logit and the energy of a classifier's logits;
-  KNN, the distance to the 50th nearest training feature, normalised, of a model with penultimate features (the
+- out-of-distribution scores (:mod:`hub.uncertainty.ood`): per tag, the score its card names, the share of
+  in-distribution test inputs flagged (the false-alarm rate, configured at 1%), and per shifted set the AUROC of
+  ``ood_score`` for separating it from the test inputs, beside the AUROC of the plain baselines computed from the same
+  forward pass (:func:`baseline_scores`: the maximum softmax probability, the max logit and the energy of a classifier's
+  logits; KNN, the distance to the 50th nearest training feature, normalised, of a model with penultimate features (the
   k-th, k at most 5% of a bank of fewer than 1,000); the width of a regression's 90% conformal interval), the best
   of them, and the share of the set flagged;
-- calibration (:mod:`hub.uncertainty`): a classifier's temperature with its expected calibration error and NLL
+- calibration (:mod:`hub.uncertainty.conformal`): a classifier's temperature with its expected calibration error and NLL
   before and after on the validation and test splits (from the card, else fitted here on the validation split),
   a regression's 90% (Mondrian) split conformal interval with its coverage and mean width on the test split.
 
@@ -58,12 +58,12 @@ from torch.utils.data import DataLoader
 
 import hub
 from benchmarks import RESULTS, ROOT
-from hub import ood, uncertainty
 from hub.data import data_dir
 from hub.io import atomic_write_bytes
 from hub.kinds import transform
 from hub.models import load_run, model_card
 from hub.recipe import card_data
+from hub.uncertainty import conformal, ood
 
 TAGS = ["vit_digits.sklearn", "vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10", "halonet_micro_32.cifar10",
         "resnet_cbam_micro_32.cifar10", "airbench_cbam_32.cifar10", "vit_micro_patch4_32.breastmnist",
@@ -308,8 +308,8 @@ def in_distribution(model, detector, data) -> Scored:
 
 
 def knn_bank(model, detector, data) -> torch.Tensor | None:
-    """The penultimate features of the training split (at most :data:`hub.ood.MAX_FIT_ITEMS` items, the ones the
-    detector's statistics were fitted on; a graph's training nodes), or None for a model without them."""
+    """The penultimate features of the training split (at most :data:`hub.uncertainty.ood.MAX_FIT_ITEMS` items, the ones
+    the detector's statistics were fitted on; a graph's training nodes), or None for a model without them."""
     card = model.pretrained_cfg
     if card.input_spec["kind"] == "graph":
         return ood.node_split_outputs(model, data.graph, features=True)["train"].features \
@@ -323,9 +323,9 @@ def interval_widths(card, outputs: torch.Tensor) -> np.ndarray:
     """(N,) the mean width of the card's 90% conformal intervals over each item's ``outputs`` (N, K, ...) (a traffic
     forecast's horizons and sensors), in the target's units: wide where the model is unsure."""
     names = card.calibration["conformal"]["outputs"]
-    scale, shift = uncertainty.target_units(card.input_spec)
+    scale, shift = conformal.target_units(card.input_spec)
     values = outputs.double().reshape(len(outputs), len(names), -1).transpose(1, 2).reshape(-1, len(names))
-    _, bounds = uncertainty.interval_columns(card, names, values * scale + shift)  # (N * rest, 3K)
+    _, bounds = conformal.interval_columns(card, names, values * scale + shift)  # (N * rest, 3K)
     return (bounds[:, 2::3] - bounds[:, 1::3]).reshape(len(outputs), -1).mean(1).numpy()
 
 
@@ -502,25 +502,25 @@ def near_rows(key: str) -> tuple[str, list[str]]:
 
 def calibration_row(tag: str, model, data) -> str:
     """The calibration table's row of ``tag``: the card's ``calibration`` when it holds the figures, else
-    :func:`hub.uncertainty.fit` on the validation split here (the card is not changed)."""
+    :func:`hub.uncertainty.conformal.fit` on the validation split here (the card is not changed)."""
     from hub.tasks import create_task
 
     calibration, source = model.pretrained_cfg.calibration, "card"
     if "test" not in calibration and "half_width" not in calibration.get("conformal", {}):
         task = create_task(data.task, **data.task_args())
-        calibration, source = uncertainty.fit(model, data, task, progress=False), "fitted by this script"
+        calibration, source = conformal.fit(model, data, task, progress=False), "fitted by this script"
     if "temperature" in calibration:
         val, test = calibration["val"], calibration["test"]
         return (f"| {tag} | temperature {calibration['temperature']:.3f} | {val['ece']:.3f} / "
                 f"{val['ece_calibrated']:.3f} | {test['ece']:.3f} / {test['ece_calibrated']:.3f} | "
                 f"{test['nll']:.3f} / {test['nll_calibrated']:.3f} | - | - | {source} |")
-    conformal = calibration.get("conformal", {})
-    if "half_width" not in conformal:
-        return f"| {tag} | none: {conformal.get('skipped', 'no outputs to calibrate')} | - | - | - | - | - | - |"
-    if conformal.get("fitted_on", "validation split") != "validation split":
-        source += " (cross-fitted residuals, `hub/cross_conformal.py`)"
-    return (f"| {tag} | {conformal['method'].split(',')[0]}, {len(conformal['outputs'])} outputs | - | - | - | "
-            f"{conformal['test_coverage']['0.9']:.1%} | {conformal['test_mean_width']['0.9']:.2f} | {source} |")
+    section = calibration.get("conformal", {})
+    if "half_width" not in section:
+        return f"| {tag} | none: {section.get('skipped', 'no outputs to calibrate')} | - | - | - | - | - | - |"
+    if section.get("fitted_on", "validation split") != "validation split":
+        source += " (cross-fitted residuals, `hub/uncertainty/cross_conformal.py`)"
+    return (f"| {tag} | {section['method'].split(',')[0]}, {len(section['outputs'])} outputs | - | - | - | "
+            f"{section['test_coverage']['0.9']:.1%} | {section['test_mean_width']['0.9']:.2f} | {source} |")
 
 
 def table_rows(lines: list[str], header: list[str]) -> list[str]:
@@ -551,10 +551,10 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
              "Written by `python -m benchmarks.uncertainty` (a run rewrites the rows of the tags it measures and keeps "
              "the others).", "",
              "## Out-of-distribution scores", "",
-             "Scores and thresholds: `hub/ood.py`; threshold at the 99th percentile of the validation split's scores "
-             f"(a 1% false-alarm rate). Flagged in-distribution: the first {TEST_ITEMS} test inputs (all rows for "
-             "tables and survival tables, all test nodes of a graph); card: the whole test split, as the card "
-             "records it. AUROC: of `ood_score`, the shifted set "
+             "Scores and thresholds: `hub/uncertainty/ood.py`; threshold at the 99th percentile of the validation "
+             f"split's scores (a 1% false-alarm rate). Flagged in-distribution: the first {TEST_ITEMS} test inputs "
+             "(all rows for tables and survival tables, all test nodes of a graph); card: the whole test split, as the "
+             "card records it. AUROC: of `ood_score`, the shifted set "
              f"(at most {SHIFTED_ITEMS} inputs; a near set's: all of it) against those test inputs, then of the plain "
              "baselines from the same forward pass: MSP (one minus the maximum softmax probability), max logit and "
              "energy of a classifier's logits; KNN, the distance to the 50th nearest training feature (normalised "
@@ -576,9 +576,9 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
              "Classifiers: temperature scaling fitted on the validation split; expected calibration error (15 "
              "equal-width bins) and NLL before / after dividing the logits by the temperature. Regressions: 90% "
              "Mondrian split conformal intervals (per output, half widths from the validation residuals in up to "
-             f"{uncertainty.MAX_BINS} bins of the predicted value, `hub/uncertainty.py`; rul_attention.fd001's from "
-             "the residuals of four more runs of its recipe on 25% of the engines each, as its validation split "
-             "holds 5 engines, `hub/cross_conformal.py`); coverage and mean width "
+             f"{conformal.MAX_BINS} bins of the predicted value, `hub/uncertainty/conformal.py`; rul_attention.fd001's "
+             "from the residuals of four more runs of its recipe on 25% of the engines each, as its validation split "
+             "holds 5 engines, `hub/uncertainty/cross_conformal.py`); coverage and mean width "
              "(in the target's units: cycles of RUL, mph) on the test split, over every output and sensor. "
              "Source: the card's `calibration`, or fitted by this script when the card holds no figures (the card "
              "is not changed).", "",

@@ -29,11 +29,12 @@ class PretrainedCfg:
     :func:`absolute_paths`).
     ``metrics`` maps a metric name to ``{"mean", "std", "n", "values"}`` over seeds. ``calibration`` holds
     the temperature that ``predict`` divides the logits by and the ``conformal`` interval half widths it writes
-    beside a regression's outputs (:mod:`hub.uncertainty`, :mod:`hub.calibration`), with their figures. ``ood`` names
-    the out-of-distribution scores of :mod:`hub.ood`, their threshold, the sidecar file of their statistics with
-    its sha256, and the test split's false-alarm rate. ``predictor`` (:mod:`hub.predictor`) says whether
-    ``predict`` uses the model, the input kind's classical baseline or their blend (its weight), chosen on the
-    validation split, with the baseline's file and its sha256 and each member's metrics; empty: the model.
+    beside a regression's outputs (:mod:`hub.uncertainty.conformal`, :mod:`hub.uncertainty.calibration`), with their
+    figures. ``ood`` names the out-of-distribution scores of :mod:`hub.uncertainty.ood`, their threshold, the sidecar
+    file of their statistics with its sha256, and the test split's false-alarm rate. ``predictor``
+    (:mod:`hub.predictor`) says whether ``predict`` uses the model, the input kind's classical baseline or their blend
+    (its weight), chosen on the validation split, with the baseline's file and its sha256 and each member's metrics;
+    empty: the model.
     """
 
     name: str
@@ -52,8 +53,8 @@ class PretrainedCfg:
     metrics: dict[str, Any] = field(default_factory=dict)
     paper: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
-    calibration: dict[str, Any] = field(default_factory=dict)  # hub.calibration: temperature and its figures
-    ood: dict[str, Any] = field(default_factory=dict)  # hub.ood: the scores, threshold and statistics' sidecar
+    calibration: dict[str, Any] = field(default_factory=dict)  # hub.uncertainty: temperature or intervals, figures
+    ood: dict[str, Any] = field(default_factory=dict)  # hub.uncertainty.ood: scores, threshold, sidecar
     predictor: dict[str, Any] = field(default_factory=dict)  # hub.predictor: model, baseline or blend, and its file
     card_dir: str = ""  # where the card was read from; not written
 

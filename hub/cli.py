@@ -134,7 +134,7 @@ def cmd_finetune(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from hub.calibration import calibrate, format_report
+    from hub.uncertainty.calibration import calibrate, format_report
 
     print(format_report(calibrate(args.name, args.overrides, alpha=args.alpha, progress=not args.no_progress)))
     return 0

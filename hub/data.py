@@ -243,8 +243,9 @@ class HubDataModule(pl.LightningDataModule):
         return self._loader(self.train_set, train=True)
 
     def statistics_dataloader(self) -> DataLoader:
-        """The training split as the OOD statistics (:mod:`hub.ood`) read it: its items as evaluated, without the
-        training augmentation where the data can give them (a subclass says so); by default the training loader."""
+        """The training split as the OOD statistics (:mod:`hub.uncertainty.ood`) read it: its items as evaluated,
+        without the training augmentation where the data can give them (a subclass says so); by default the training
+        loader."""
         return self.train_dataloader()
 
     def val_dataloader(self) -> DataLoader:

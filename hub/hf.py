@@ -125,7 +125,7 @@ def download_card(name: str) -> PretrainedCfg:
         try:
             _download(repo_id, sidecar, commit, name, local_only)
         except EntryNotFoundError:
-            pass  # predictions come without the OOD columns; hub.ood.load_detector warns
+            pass  # predictions come without the OOD columns; hub.uncertainty.ood.load_detector warns
     return card
 
 

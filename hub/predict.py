@@ -1,9 +1,9 @@
 """Predictions as CSV rows, batch by batch: for input files, a file's name then the top-k classes with their
 probabilities (or a regression or forecast model's named outputs); for a table, a row's number then the prediction
 and one probability per class (or the value in the target's units). Probabilities are calibrated and a named output
-has its conformal interval beside it when the card holds them (:mod:`hub.uncertainty`). When the card has OOD
-statistics (:mod:`hub.ood`), every row ends with ``ood_score`` and ``ood`` (True when the input looks unlike the
-training data), and "k of n inputs look unlike the training data" goes to stderr at the end. The outputs are those
+has its conformal interval beside it when the card holds them (:mod:`hub.uncertainty.conformal`). When the card has OOD
+statistics (:mod:`hub.uncertainty.ood`), every row ends with ``ood_score`` and ``ood`` (True when the input looks unlike
+the training data), and "k of n inputs look unlike the training data" goes to stderr at the end. The outputs are those
 of the card's predictor (:mod:`hub.predictor`): the model's, or where the run chose so its input kind's classical
 baseline's or their blend (the OOD columns still score the model's). ``attnhub predict`` prints and writes them."""
 from __future__ import annotations
@@ -16,10 +16,10 @@ import torch
 from hub.data import read_csv_frame
 from hub.errors import HubError
 from hub.kinds import kind_of, predict_logits
-from hub.ood import HEADER as OOD_HEADER
-from hub.ood import PredictionScorer
 from hub.predictor import blend_of
-from hub.uncertainty import interval_columns
+from hub.uncertainty.conformal import interval_columns
+from hub.uncertainty.ood import HEADER as OOD_HEADER
+from hub.uncertainty.ood import PredictionScorer
 
 Batch = tuple[list[str], list[list]]  # the CSV header and a batch's rows
 
@@ -48,7 +48,7 @@ def value_cells(values: torch.Tensor, card, k: int,
     """CSV header and, per input, the cells after its name, of :func:`predicted_values` (or a predictor's, of the
     same shape): the outputs of a regression or forecast model (a card without ``label_names``), named by
     :func:`output_header`, each with its interval at ``interval_level`` when the card has them
-    (:func:`hub.uncertainty.interval_columns`), else the top-k classes with their probabilities."""
+    (:func:`hub.uncertainty.conformal.interval_columns`), else the top-k classes with their probabilities."""
     if not card.label_names:
         header, values = interval_columns(card, output_header(card, values.shape[1]), values, interval_level)
         return header, [[f"{v:.6f}" for v in row] for row in values.tolist()]

@@ -1,9 +1,9 @@
 """Publishing: run folders of one recipe (several seeds) become shipped weights plus a model card.
 
-The weights (and the OOD statistics' sidecar, :mod:`hub.ood`, and the fitted baseline of the card's predictor,
-:mod:`hub.predictor`, as ``<tag>.baseline.skops`` with its sha256) are the first run's best checkpoint's; the card's
-metrics are the mean and std of the test metrics over all the runs, so every shipped weight is reproducible from its
-recipe. Seeds run
+The weights (and the OOD statistics' sidecar, :mod:`hub.uncertainty.ood`, and the fitted baseline of the card's
+predictor, :mod:`hub.predictor`, as ``<tag>.baseline.skops`` with its sha256) are the first run's best checkpoint's; the
+card's metrics are the mean and std of the test metrics over all the runs, so every shipped weight is reproducible from
+its recipe. Seeds run
 later join a published card with ``add_seeds`` (``attnhub publish RUN... --name NAME --add-seeds``).
 A published card holds no path of the machine that trained it: its recipe names the recipe file (relative) and
 the overrides, not the run's output folder, and a card with any other absolute path is refused.
@@ -21,9 +21,9 @@ from pydantic import ValidationError
 from hub.cards import absolute_paths, portable_recipe, read_card, write_card
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
-from hub.ood import sidecar_name
 from hub.recipe import Recipe
 from hub.registry import get_model_entry, split_name
+from hub.uncertainty.ood import sidecar_name
 from hub.weights import read_verified
 
 

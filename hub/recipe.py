@@ -111,7 +111,7 @@ class TrainerSection(_Strict):
     loggers: list[str] = Field(default_factory=lambda: ["csv"])
     mlflow_uri: str | None = None  # MLflow's tracking store; None: sqlite:///RUN_DIR/mlflow.db
     # at the end: a classifier's temperature, a regression's conformal intervals, fitted on the validation split
-    # (hub.uncertainty), kept in the card (predict applies them) with their figures in metrics.json
+    # (hub.uncertainty.conformal), kept in the card (predict applies them) with their figures in metrics.json
     calibrate: bool = True
 
     @field_validator("loggers")

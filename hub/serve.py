@@ -40,9 +40,9 @@ import torch
 
 from hub.errors import DataError, HubError
 from hub.kinds import kind_of, kinds_supporting, predict_logits
-from hub.ood import HEADER as OOD_HEADER
-from hub.ood import PredictionScorer
 from hub.predict import file_predictions, predicted_values, predictor_mix, table_predictions, value_cells
+from hub.uncertainty.ood import HEADER as OOD_HEADER
+from hub.uncertainty.ood import PredictionScorer
 
 log = logging.getLogger(__name__)
 

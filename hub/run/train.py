@@ -28,7 +28,6 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from hub.cards import read_card
 from hub.errors import RecipeError, TrainingError
-from hub.ood import fit_and_store
 from hub.recipe import Recipe, load_recipe
 from hub.registry import get_dataset_entry, get_model_entry
 from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, Lookahead, RunRecorder
@@ -37,7 +36,8 @@ from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, 
 from hub.run.module import HubModule, seed_all
 from hub.run.tracking import build_loggers, check_logger_packages, log_test_metrics
 from hub.tasks import Task, create_task
-from hub.uncertainty import fit_run
+from hub.uncertainty.conformal import fit_run
+from hub.uncertainty.ood import fit_and_store
 from hub.weights import sha256_bytes
 
 log = logging.getLogger("hub")

@@ -98,7 +98,7 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     assert [line.split()[0] for line in lines] == [f"n{i}" for i in range(6)]
     assert all(line.split()[1] in {"c0", "c1", "c2"} for line in lines)
     rows = list(csv.reader(open(tmp_path / "p.csv")))
-    # the fine-tune fitted the OOD score of its nodes (hub.ood: energy; threshold on the validation nodes)
+    # the fine-tune fitted the OOD score of its nodes (hub.uncertainty.ood: energy; threshold on the validation nodes)
     assert rows[0] == ["file", "class_1", "prob_1", "class_2", "prob_2", "ood_score", "ood"] and len(rows) == 7
     assert json.loads((Path(run_dir) / "card.json").read_text())["ood"]["score"] == "energy"
     assert main(["explain", run_dir, "n0", "n7", "--data", str(root), "--out", str(tmp_path / "fig")]) == 0

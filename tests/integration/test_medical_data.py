@@ -71,7 +71,7 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
     assert header.split() == ["file", "risk", "ood_score", "ood"]
     assert (tmp_path / "risks.csv").read_text().startswith("file,risk,ood_score,ood\n")
     assert [line.split()[0] for line in printed] == [f"p{i}" for i in range(20)]
-    # hub.ood: MKI67 was never empty in training, so p0's row looks unlike the training data
+    # hub.uncertainty.ood: MKI67 was never empty in training, so p0's row looks unlike the training data
     assert printed[0].split()[-2:] == ["inf", "True"] and sum(line.endswith("True") for line in printed) <= 2
     model = hub.load("survival_fusion.metabric").eval()
     mask = torch.ones(20, 4, dtype=torch.bool)

@@ -1,6 +1,6 @@
-"""Out-of-distribution scores (hub.ood) on shipped tags: in-distribution test inputs are flagged at about the
-configured false-alarm rate (1%: 0-5% required), shifted inputs far more often (each test names its rate). The shifted
-sets of graph nodes, survival patients and scenes come from benchmarks/uncertainty.py, which reports them."""
+"""Out-of-distribution scores (hub.uncertainty.ood) on shipped tags: in-distribution test inputs are flagged at about
+the configured false-alarm rate (1%: 0-5% required), shifted inputs far more often (each test names its rate). The
+shifted sets of graph nodes, survival patients and scenes come from benchmarks/uncertainty.py, which reports them."""
 from __future__ import annotations
 
 import csv
@@ -15,9 +15,9 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import hub
-from hub import ood
 from hub.models import model_card
 from hub.recipe import card_data
+from hub.uncertainty import ood
 
 IN_DISTRIBUTION_MAX = 0.05  # flagged share of in-distribution test inputs at a 1% false-alarm rate
 
@@ -79,7 +79,8 @@ def test_cifar10_model_flags_breastmnist_scans(tag):
     are in benchmarks/uncertainty.md). The penultimate features and the input summary alone flagged none of them;
     grey_energy (a grey input, rare in CIFAR-10, on which the model is unsure) does."""
     model, detector, data = _setup(tag)
-    # the class-dependent score: Mahalanobis on cards fitted before hub.ood.choose_class_score, else the one chosen
+    # the class-dependent score: Mahalanobis on cards fitted before hub.uncertainty.ood.choose_class_score, else the
+    # one chosen
     assert detector.scores[0] in ood.CLASS_SCORES and detector.scores[1:] == ["inputs", "grey_energy"]
     x, y = _tensors(data.test_dataloader(), 1000)
     assert _flagged(model, detector, DataLoader(TensorDataset(x, y), batch_size=250)) <= IN_DISTRIBUTION_MAX

@@ -93,7 +93,7 @@ def test_predict_sensor_csvs_prints_rul_forecasts(tmp_path, capsys):
     header, *lines = capsys.readouterr().out.strip().splitlines()
     names = ["rul", *(f"rul_plus_{h}" for h in range(1, 10))]  # the RUL now, then 1..9 cycles later
     columns = [c for name in names for c in (name, f"{name}_lower_90", f"{name}_upper_90")]  # the card's intervals
-    assert header.split() == ["file", *columns, "ood_score", "ood"]  # the card's OOD statistics (hub.ood)
+    assert header.split() == ["file", *columns, "ood_score", "ood"]  # the card's OOD statistics (hub.uncertainty.ood)
     assert next(csv.reader(open(tmp_path / "p.csv"))) == ["file", *columns, "ood_score", "ood"]
     assert len(lines) == 2 and len(lines[0].split()) == 33  # file + 10 forecasts with their intervals + OOD
     model = hub.load("rul_attention.fd001")

@@ -97,12 +97,13 @@ def test_cli_trains_a_traffic_family_from_scratch_with_its_baseline(tmp_path, ca
 
 
 def test_cross_fitted_intervals_pool_the_held_out_units_of_more_runs_and_leave_the_weights(tmp_path):
-    """hub.cross_conformal on a run trained from a user's sensor folder: two more runs of its recipe, each holding out
-    another quarter of the units, give the residuals its intervals are fitted on; its weights stay as they were."""
+    """hub.uncertainty.cross_conformal on a run trained from a user's sensor folder: two more runs of its recipe, each
+    holding out another quarter of the units, give the residuals its intervals are fitted on; its weights stay as they
+    were."""
     import json
 
-    from hub import cross_conformal
     from hub.recipe import card_data
+    from hub.uncertainty import cross_conformal
 
     folder = _sensor_folder(tmp_path / "units", units=12)
     assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),

@@ -1,5 +1,6 @@
-"""Calibrated probabilities and conformal intervals (hub.uncertainty): the quantile's coverage and finite-sample
-correction, temperature scaling of overconfident logits, and both fitted at the end of a run and used by predict."""
+"""Calibrated probabilities and conformal intervals (hub.uncertainty.conformal): the quantile's coverage and
+finite-sample correction, temperature scaling of overconfident logits, and both fitted at the end of a run and used by
+predict."""
 import csv
 import json
 from pathlib import Path
@@ -8,13 +9,13 @@ import numpy as np
 import pytest
 
 import hub
-from hub import uncertainty
-from hub.calibration import _outputs
 from hub.cli import main
 from hub.data import data_dir
 from hub.recipe import card_data
 from hub.run.train import train
 from hub.tasks import create_task
+from hub.uncertainty import conformal
+from hub.uncertainty.calibration import model_outputs
 
 REPO = Path(__file__).resolve().parents[2]
 REGRESSION_TAGS = sorted(path.stem for path in REPO.glob("*/pretrained/*.json")  # every card with intervals
@@ -31,8 +32,8 @@ def test_a_regression_run_has_intervals_that_cover_the_test_split_and_predict_wr
     assert intervals["outputs"] == ["median_house_value"] and intervals["test_points_per_output"] == [3096]
     assert 0.87 <= intervals["test_coverage"]["0.9"] <= 0.93
     assert intervals["test_coverage"]["0.8"] < intervals["test_coverage"]["0.9"] < intervals["test_coverage"]["0.95"]
-    conformal = json.loads((run / "card.json").read_text())["calibration"]["conformal"]
-    half_widths, edges = np.array(conformal["half_width"]["0.9"][0]), conformal["bin_edges"][0]
+    section = json.loads((run / "card.json").read_text())["calibration"]["conformal"]
+    half_widths, edges = np.array(section["half_width"]["0.9"][0]), section["bin_edges"][0]
     assert len(half_widths) == len(edges) + 1 > 1 and all(10_000 < w < 400_000 for w in half_widths)  # in dollars
 
     rows = list(csv.DictReader(open(data_dir() / "california_housing" / "housing.csv")))[:20]
@@ -56,10 +57,10 @@ def test_a_regression_run_has_intervals_that_cover_the_test_split_and_predict_wr
 @pytest.mark.parametrize("tag", REGRESSION_TAGS)
 def test_regression_tags_cover_87_to_93_percent_of_their_test_split(tag):
     """Every shipped tag with intervals: its card's 90% intervals cover 87-93% of its test split, recomputed here
-    from its weights' test predictions (:func:`hub.uncertainty.interval_coverage`); a card fitted on its validation
-    split gets the same intervals again from its weights (:func:`hub.uncertainty.fit`). rul_attention.fd001's are
-    fitted on cross-fitted residuals (:mod:`hub.cross_conformal`: four more trainings, not redone here); on its
-    5-engine validation split they covered 86.5%."""
+    from its weights' test predictions (:func:`hub.uncertainty.conformal.interval_coverage`); a card fitted on its
+    validation split gets the same intervals again from its weights (:func:`hub.uncertainty.conformal.fit`).
+    rul_attention.fd001's are fitted on cross-fitted residuals (:mod:`hub.uncertainty.cross_conformal`: four more
+    trainings, not redone here); on its 5-engine validation split they covered 86.5%."""
     assert {"rul_attention.fd001", "testam.los_loop"} <= set(REGRESSION_TAGS)
     model = hub.load(tag).eval()
     data = card_data(model.pretrained_cfg)
@@ -68,15 +69,15 @@ def test_regression_tags_cover_87_to_93_percent_of_their_test_split(tag):
     card = model.pretrained_cfg.calibration["conformal"]
     assert (card["fitted_on"] == "validation split") == (tag != "rul_attention.fd001")
     if card["fitted_on"] == "validation split":
-        fitted = uncertainty.fit(model, data, task, progress=False)["conformal"]
+        fitted = conformal.fit(model, data, task, progress=False)["conformal"]
         assert all(e == pytest.approx(c, abs=1e-3)
                    for e, c in zip(fitted["bin_edges"], card["bin_edges"], strict=True))
         assert np.allclose(fitted["half_width"]["0.9"], card["half_width"]["0.9"], rtol=1e-3)
-    outputs, _, targets = _outputs(model, data.test_dataloader(), "test", False, None, "cpu")
+    outputs, _, targets = model_outputs(model, data.test_dataloader(), "test", False, None, "cpu")
     if outputs.ndim == targets.ndim + 1 and outputs.shape[-1] == 1:
         outputs = outputs.squeeze(-1)
-    test = uncertainty.output_residuals(outputs, targets, len(card["outputs"]), task.missing_target)
-    covered, _ = uncertainty.interval_coverage(card, test, "0.9", *uncertainty.target_units(data.input_spec))
+    test = conformal.output_residuals(outputs, targets, len(card["outputs"]), task.missing_target)
+    covered, _ = conformal.interval_coverage(card, test, "0.9", *conformal.target_units(data.input_spec))
     coverage = float(np.concatenate(covered).mean())
     assert coverage == pytest.approx(card["test_coverage"]["0.9"], abs=0.005)
     assert 0.87 <= coverage <= 0.93

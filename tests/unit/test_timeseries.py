@@ -293,7 +293,7 @@ def test_traffic_baseline_picks_the_historical_average_on_a_daily_cycle(tmp_path
 
 
 def test_cross_fitting_names_the_data_arguments_it_needs():
-    from hub import cross_conformal
+    from hub.uncertainty import cross_conformal
 
     with pytest.raises(HubError, match="data.args.val_fraction and data.args.split_seed"):
         cross_conformal.held_out_outputs(hub.model_card("testam.los_loop"), 0.25, 2, progress=False)

@@ -1,5 +1,6 @@
-"""Calibrated probabilities and conformal intervals (hub.uncertainty): the quantile's coverage and finite-sample
-correction, temperature scaling of overconfident logits, and both fitted at the end of a run and used by predict."""
+"""Calibrated probabilities and conformal intervals (hub.uncertainty.conformal): the quantile's coverage and
+finite-sample correction, temperature scaling of overconfident logits, and both fitted at the end of a run and used by
+predict."""
 import dataclasses
 from types import SimpleNamespace
 
@@ -9,7 +10,7 @@ import torch
 
 import hub
 from hub.errors import HubError
-from hub.uncertainty import (
+from hub.uncertainty.conformal import (
     conformal_half_width,
     fit_intervals,
     fit_temperature_figures,
@@ -144,12 +145,12 @@ def test_interval_columns_sit_beside_each_output_at_a_stored_level():
         interval_columns(plain, ["a", "b"], torch.zeros(1, 2), 0.9)
 
 
-# ---- out-of-distribution scores of the graph, survival and scene kinds (hub.ood), on synthetic data -------------
+# ---- out-of-distribution scores of the graph, survival and scene kinds (hub.uncertainty.ood), on synthetic data -----
 
 def _fit(model, kind: str, splits: dict, label_names=(), **spec):
-    """hub.ood.fit_detector on ``splits``: the ``train``, ``val`` and ``test`` batches (or one ``graph`` whose masks
-    name them, for every split), for a card of input ``kind`` (and the rest of its input ``spec``)."""
-    from hub import ood
+    """hub.uncertainty.ood.fit_detector on ``splits``: the ``train``, ``val`` and ``test`` batches (or one ``graph``
+    whose masks name them, for every split), for a card of input ``kind`` (and the rest of its input ``spec``)."""
+    from hub.uncertainty import ood
 
     card = SimpleNamespace(name="synthetic", input_spec={"kind": kind, **spec}, label_names=list(label_names))
     data = SimpleNamespace(**{f"{split}_dataloader": (lambda s=split: [splits["graph"]] if "graph" in splits
@@ -163,7 +164,7 @@ def test_graph_node_energy_flags_featureless_nodes_and_about_one_percent_of_fres
     energy) at least 95%."""
     from torch_geometric.data import Data
 
-    from hub import ood
+    from hub.uncertainty import ood
 
     class NodeClassifier(torch.nn.Module):
         def __init__(self, centres):
@@ -199,7 +200,7 @@ def test_survival_covariates_out_of_range_or_with_a_new_empty_gene_are_flagged()
     """A DeepSurv MLP on standard-normal covariates (2 genes, 3 clinical): Mahalanobis with one mean plus the range
     check, fitted at 1%. Fresh patients flagged within 0-4%; one clinical value 10 standard deviations out: at least
     95%; an empty gene (never empty in training): all, with an infinite score."""
-    from hub import ood
+    from hub.uncertainty import ood
     from medical.models.deepsurv_mlp import deepsurv_mlp
 
     torch.manual_seed(0)
@@ -230,7 +231,7 @@ def test_scene_reconstruction_error_flags_images_off_the_training_subspace():
     95%."""
     from torch.utils.data import DataLoader, TensorDataset
 
-    from hub import ood
+    from hub.uncertainty import ood
 
     generator = torch.Generator().manual_seed(0)
     basis = torch.linalg.qr(torch.randn(3 * 8 * 8, 16, generator=generator))[0]  # (192, 16) orthonormal
@@ -266,7 +267,7 @@ def test_grey_energy_scores_grey_images_of_a_colour_classifier_by_how_unsure_it_
     a colour input scores 0, a grey one more the less sure the model is."""
     from torch.utils.data import DataLoader, TensorDataset
 
-    from hub import ood
+    from hub.uncertainty import ood
 
     monkeypatch.setattr(ood, "MAX_FIT_ITEMS", 500)
     generator = torch.Generator().manual_seed(0)
@@ -302,19 +303,19 @@ def test_grey_energy_scores_grey_images_of_a_colour_classifier_by_how_unsure_it_
 
 
 def test_a_temperature_that_would_worsen_validation_ece_is_not_applied(monkeypatch):
-    import hub.uncertainty
+    from hub.uncertainty import calibration
 
     rng = torch.Generator().manual_seed(0)
     logits = torch.randn(4000, 5, generator=rng) * 1.5
     labels = torch.multinomial(logits.softmax(1), 1, generator=rng).squeeze(1)  # calibrated as they are
-    monkeypatch.setattr(hub.uncertainty, "fit_temperature", lambda logits, labels: 4.0)  # far too soft
+    monkeypatch.setattr(calibration, "fit_temperature", lambda logits, labels: 4.0)  # far too soft
     figures = fit_temperature_figures(logits[:2000], labels[:2000], logits[2000:], labels[2000:])
     assert figures["temperature"] == 1.0 and figures["rejected_temperature"] == 4.0
     assert figures["val"]["ece_calibrated"] == figures["val"]["ece"]
 
 
 def test_traffic_ranges_are_per_sensor_so_permuted_sensors_stand_out():
-    from hub.ood import range_score, range_statistics
+    from hub.uncertainty.ood import range_score, range_statistics
 
     rng = np.random.default_rng(0)
     levels = np.linspace(20, 70, 6)  # six roads, each with its own typical speed
@@ -330,7 +331,7 @@ def test_traffic_ranges_are_per_sensor_so_permuted_sensors_stand_out():
 def test_sensor_order_keeps_a_network_through_rush_hour_and_breaks_for_permuted_sensors():
     """Six roads with their own speeds; a rush hour slows every road by a third: the order of the roads holds
     (score about 0, though every value leaves its road's range), a permutation of the roads breaks it."""
-    from hub.ood import sensor_order_score, sensor_ranks
+    from hub.uncertainty.ood import sensor_order_score, sensor_ranks
 
     rng = np.random.default_rng(0)
     levels = np.linspace(20, 70, 6)
@@ -345,7 +346,7 @@ def test_sensor_order_keeps_a_network_through_rush_hour_and_breaks_for_permuted_
 def test_spectrogram_summary_tells_smooth_speech_like_frames_from_white_noise():
     """The last statistic, the lag-one autocorrelation over time, is near 1 for slowly changing frames and near 0
     for independent ones; the summary has 8 bands' mean, spread and change, then it."""
-    from hub.ood import spectrogram_summary
+    from hub.uncertainty.ood import spectrogram_summary
 
     generator = torch.Generator().manual_seed(0)
     noise = torch.randn(4, 128, 64, generator=generator)  # (B, F, T)
@@ -371,7 +372,7 @@ def test_audio_statistics_read_the_training_spectrograms_unaugmented():
 def test_max_softmax_and_max_logit_scores_rank_unsure_logits_above_sure_ones():
     """Uniform logits over C classes: MSP score 1 - 1/C, max logit score minus the common logit; a sure input scores
     lower than an unsure one under both, and the energy agrees."""
-    from hub import ood
+    from hub.uncertainty import ood
 
     uniform, sure = torch.zeros(1, 4), torch.tensor([[8.0, 0.0, 0.0, 0.0]])
     assert ood.max_softmax_score(uniform).item() == pytest.approx(0.75)
@@ -387,7 +388,7 @@ def test_knn_score_is_zero_in_the_bank_and_grows_with_the_angle_to_it():
     """A point of the bank (or a scaled copy: features are normalised) is at distance 0 from its nearest
     neighbour; the k-th neighbour's distance grows as the point turns away from the bank; k is capped at the bank's
     size."""
-    from hub import ood
+    from hub.uncertainty import ood
 
     bank = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     assert ood.knn_score(torch.tensor([[0.0, 3.0], [2.0, 2.0]]), bank, k=1).tolist() == pytest.approx([0.0, 0.0])
@@ -403,7 +404,7 @@ def test_node_outputs_with_features_keep_the_logits_of_the_plain_pass():
     from torch_geometric.data import Data
 
     from graph.models.gat import gat
-    from hub import ood
+    from hub.uncertainty import ood
 
     torch.manual_seed(0)
     model = gat(in_channels=6, num_classes=3, hidden=4, heads=2).eval()
@@ -420,7 +421,7 @@ def test_held_out_class_scores_leave_out_the_inputs_own_class_and_the_choice_fol
     """An input's own logit and class mean are left out; a model whose logits are sure of the true class and flat
     elsewhere makes every held-out input look unsure (MSP, energy), while its features sit on their class means,
     equally far from the others: the choice is a logit score, with every candidate's AUROC recorded."""
-    from hub.ood import SplitOutputs, choose_class_score, held_out_class_scores
+    from hub.uncertainty.ood import SplitOutputs, choose_class_score, held_out_class_scores
 
     logits = torch.tensor([[4.0, 0.0, 0.0], [0.0, 4.0, 0.0]])
     held_out = held_out_class_scores(logits, torch.tensor([0, 1]))

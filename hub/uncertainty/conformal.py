@@ -3,8 +3,8 @@ validation split at the end of training (:func:`fit_run`) or later on a run fold
 (:func:`fit_card`), kept in the model card's ``calibration`` and applied by ``attnhub predict``.
 
 - Classifiers (every task that is a :class:`hub.tasks.ClassificationTask`: images, audio, tables, graphs, ICU
-  stays): temperature scaling (:func:`hub.calibration.fit_temperature`); the card keeps ``temperature``, which
-  ``predict`` divides the logits by; NLL and expected calibration error before and after, on the validation and
+  stays): temperature scaling (:func:`hub.uncertainty.calibration.fit_temperature`); the card keeps ``temperature``,
+  which ``predict`` divides the logits by; NLL and expected calibration error before and after, on the validation and
   test splits.
 - Regression and forecasts (named outputs with a target in the same units: RUL, traffic speeds, a table's target):
   Mondrian split conformal prediction in bins of the predicted value (Vovk et al., "Algorithmic Learning in a Random
@@ -22,10 +22,10 @@ validation split at the end of training (:func:`fit_run`) or later on a run fold
   validation mix, under-covered the test splits (86.6% and 86.3% at 90%; with the bins 86.5% and 88.7%: FD001's
   validation split is 5 engines, whose errors vary by engine more than by bin, so its half widths rested on five
   engines; its card's are now fitted on the held-out engines of four more runs of its recipe,
-  :mod:`hub.cross_conformal`: 89.9%). Binning the predicted value, which ``predict`` has for every item, needs nothing
-  of the inputs; a normalised score (a bin's mean training residual as the difficulty, Papadopoulos et al. 2008)
-  covered FD001's test split less (84.2%). With fewer than ``2 * MIN_BIN_POINTS`` validation points an output has one
-  bin: plain split conformal. The card keeps, per output, the interior ``bin_edges`` (in the target's units) and per
+  :mod:`hub.uncertainty.cross_conformal`: 89.9%). Binning the predicted value, which ``predict`` has for every item,
+  needs nothing of the inputs; a normalised score (a bin's mean training residual as the difficulty, Papadopoulos et al.
+  2008) covered FD001's test split less (84.2%). With fewer than ``2 * MIN_BIN_POINTS`` validation points an output has
+  one bin: plain split conformal. The card keeps, per output, the interior ``bin_edges`` (in the target's units) and per
   level of :data:`LEVELS` one half width per bin (``half_width[level][output][bin]``); ``predict`` writes
   ``<output>_lower_90`` and ``<output>_upper_90`` beside each output from its bin's half width (``--interval-level``
   picks another stored level; an older card's single half width per output is one bin). Written here, a sort and an
@@ -49,9 +49,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from hub.calibration import _outputs, calibration_error, fit_temperature
 from hub.errors import HubError
 from hub.tasks import ClassificationTask
+from hub.uncertainty.calibration import calibration_error, choose_temperature, model_outputs
 
 LEVELS = (0.8, 0.9, 0.95)  # the interval levels kept in a card; predict takes one of them
 DEFAULT_LEVEL = 0.9
@@ -163,11 +163,9 @@ def fit_temperature_figures(val_logits: torch.Tensor, val_labels: torch.Tensor, 
     """The temperature fitted on the validation logits (N, C) and labels (N,) (by NLL), with the NLL and expected
     calibration error before and after on both splits: a card's ``calibration``. A temperature that would raise the
     validation ECE is not applied (1.0 is kept, and the fitted one is recorded as ``rejected_temperature``): the
-    calibration step never makes the validation split's calibration worse."""
-    temperature, rejected = fit_temperature(val_logits, val_labels), {}
-    if calibration_error((val_logits / temperature).softmax(1), val_labels) > calibration_error(
-            val_logits.softmax(1), val_labels):
-        temperature, rejected = 1.0, {"rejected_temperature": temperature}
+    calibration step never makes the validation split's calibration worse. The rule is
+    :func:`hub.uncertainty.calibration.choose_temperature`, which ``attnhub calibrate`` keeps too."""
+    temperature, rejected = choose_temperature(val_logits, val_labels)
 
     def figures(logits, labels):
         return {"nll": float(F.cross_entropy(logits, labels)),
@@ -195,7 +193,7 @@ def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "
     classifier's temperature (:func:`fit_temperature_figures`), a regression's ``conformal`` intervals
     (:func:`fit_intervals`), ``{"conformal": {"skipped": why}}`` for named outputs without a target in their
     units (a survival risk), else nothing. ``held_out``: ``(outputs (N, K), targets (N, K), described)`` to fit a
-    regression's intervals on instead of the model's validation split (:mod:`hub.cross_conformal`)."""
+    regression's intervals on instead of the model's validation split (:mod:`hub.uncertainty.cross_conformal`)."""
     classifier = isinstance(task, ClassificationTask)
     if not classifier and not datamodule.output_names:
         return {}
@@ -205,10 +203,10 @@ def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "
     if held_out is not None:
         val_out, val_y = held_out[:2]
     else:
-        val_out, _, val_y = _outputs(model, datamodule.val_dataloader(), "val", progress, task if classifier else None,
-                                     device)
-    test_out, _, test_y = _outputs(model, datamodule.test_dataloader(), "test", progress,
-                                   task if classifier else None, device)
+        val_out, _, val_y = model_outputs(model, datamodule.val_dataloader(), "val", progress,
+                                          task if classifier else None, device)
+    test_out, _, test_y = model_outputs(model, datamodule.test_dataloader(), "test", progress,
+                                        task if classifier else None, device)
     if classifier:
         return fit_temperature_figures(val_out, val_y, test_out, test_y)
     if val_out.ndim == val_y.ndim + 1 and val_out.shape[-1] == 1:  # (N, 1) outputs of (N,) targets

@@ -659,7 +659,7 @@ def load_detector(card) -> Detector | None:
     path = Path(card.card_dir or ".") / card.ood["file"]
     if not path.is_file():  # e.g. a card copied without its sidecar: predictions still come, without the columns
         log.warning("the OOD statistics of %s (%s) are missing: no ood_score; fit them again with "
-                    "hub.ood.fit_card", card.name, path)
+                    "hub.uncertainty.fit_card(NAME, what='ood')", card.name, path)
         return None
     statistics = load_state_dict(path, card.ood["sha256"])
     return Detector(card.ood["score"].split("+"), statistics, float(card.ood["threshold"]))

@@ -1,7 +1,7 @@
 """Conformal intervals from cross-fitted residuals, for a model whose validation split is too small to calibrate on.
 
-Split conformal (:mod:`hub.uncertainty`) calibrates a regression's intervals on its validation split. When that
-split holds few units of a grouped dataset, the residuals are those of a few units: ``rul_attention.fd001`` holds
+Split conformal (:mod:`hub.uncertainty.conformal`) calibrates a regression's intervals on its validation split. When
+that split holds few units of a grouped dataset, the residuals are those of a few units: ``rul_attention.fd001`` holds
 out 5 of FD001's 100 training engines (959 windows), whose errors were smaller than most engines' (validation RMSE
 11.4, against 12.4 and 13.6 on 25 held-out engines of two other splits), and its 90% intervals covered 86.5% of the
 100 test engines.
@@ -12,8 +12,8 @@ and fits the intervals of the published weights on the pooled residuals of those
 each residual comes from a model that did not train on its unit (the cross-validation residuals of Barber et al.,
 "Predictive inference with the jackknife+", Annals of Statistics 2021; Vovk, "Cross-conformal predictors", 2015).
 Those models train on fewer units than the published one, so their residuals are if anything larger. The bins of
-the predicted value are :mod:`hub.uncertainty`'s. The card's ``conformal.fitted_on`` names the runs' overrides;
-its weights are untouched. The runs themselves go to a temporary folder and are deleted.
+the predicted value are :mod:`hub.uncertainty.conformal`'s. The card's ``conformal.fitted_on`` names the runs'
+overrides; its weights are untouched. The runs themselves go to a temporary folder and are deleted.
 
 >>> held_out_overrides(0.25, 2)
 [['data.args.val_fraction=0.25', 'data.args.split_seed=1', 'trainer.calibrate=false'], \
@@ -57,11 +57,11 @@ def held_out_outputs(card, val_fraction: float, runs: int, progress: bool = True
                                                                                            str]:
     """``(outputs (N, K), targets (N, K), described)``: the validation outputs and targets of ``runs`` trainings of
     the card's recipe, each on its own held-out units (:func:`held_out_overrides`), pooled."""
-    from hub.calibration import _outputs
     from hub.models import load_from_card, model_card
     from hub.recipe import card_data
     from hub.registry import get_dataset_entry
     from hub.run.train import train
+    from hub.uncertainty.calibration import model_outputs
 
     dataset = get_dataset_entry(card.data["name"])
     missing = [a for a in SPLIT_ARGS if a not in inspect.signature(dataset.builder).parameters]
@@ -75,8 +75,8 @@ def held_out_outputs(card, val_fraction: float, runs: int, progress: bool = True
             run_card = model_card(str(run))
             datamodule = card_data(run_card)
             datamodule.setup("fit")
-            out, _, y = _outputs(load_from_card(run_card).eval(), datamodule.val_dataloader(), "val", progress, None,
-                                 "cpu")
+            out, _, y = model_outputs(load_from_card(run_card).eval(), datamodule.val_dataloader(), "val", progress,
+                                      None, "cpu")
             outputs.append(out)
             targets.append(y)
             points.append(len(y))
@@ -90,12 +90,12 @@ def held_out_outputs(card, val_fraction: float, runs: int, progress: bool = True
 def fit_card(name: str, val_fraction: float = 0.25, runs: int = 4, progress: bool = True) -> dict[str, Any]:
     """The ``conformal`` intervals of the tag or run folder ``name`` fitted on cross-fitted residuals
     (:func:`held_out_outputs`), written into its card (weights untouched); returns them."""
-    from hub import uncertainty
     from hub.cards import write_card
     from hub.models import load_from_card, model_card
     from hub.recipe import card_data
     from hub.registry import is_run_path
     from hub.tasks import create_task
+    from hub.uncertainty import conformal
 
     card = model_card(name)
     if not card.output_names:
@@ -104,9 +104,9 @@ def fit_card(name: str, val_fraction: float = 0.25, runs: int = 4, progress: boo
     datamodule = card_data(card)
     datamodule.setup("fit")
     task = create_task(datamodule.task, **datamodule.task_args())
-    calibration = uncertainty.fit(load_from_card(card), datamodule, task, progress=progress, held_out=held_out)
+    calibration = conformal.fit(load_from_card(card), datamodule, task, progress=progress, held_out=held_out)
     if "half_width" not in calibration.get("conformal", {}):
         raise HubError(f"{name}: no interval was fitted ({calibration.get('conformal', {}).get('skipped', '')})")
     path = Path(name) / "card.json" if is_run_path(name) else Path(card.card_dir) / f"{card.name}.json"
-    write_card(uncertainty.with_calibration(card, calibration), path)
+    write_card(conformal.with_calibration(card, calibration), path)
     return calibration

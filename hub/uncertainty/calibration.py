@@ -12,8 +12,10 @@
 
 :func:`calibrate` runs all three on a trained classifier (a run folder or a pretrained tag) with the
 data named by its card: ``T`` and the trust score's reference set come from the validation split, the
-figures from the test split. On a run folder the temperature is written into its ``card.json``, so
-``attnhub predict`` returns calibrated probabilities and ``attnhub publish`` carries it to the shipped card.
+figures from the test split. ``T`` is kept by the rule training uses too (:func:`choose_temperature`): a fitted
+temperature that would raise the validation ECE is not applied. On a run folder the temperature is written into
+its ``card.json``, so ``attnhub predict`` returns calibrated probabilities and ``attnhub publish`` carries it to the
+shipped card.
 
 >>> logits, labels = torch.tensor([[4.0, 0.0], [0.0, 4.0], [4.0, 0.0]]), torch.tensor([0, 1, 1])
 >>> fit_temperature(logits, labels) > 1.0  # one confident mistake: soften
@@ -60,6 +62,19 @@ def calibration_error(probs: torch.Tensor, labels: torch.Tensor, bins: int = ECE
                                               n_bins=bins, norm="l1"))
 
 
+def choose_temperature(val_logits: torch.Tensor, val_labels: torch.Tensor) -> tuple[float, dict[str, float]]:
+    """The temperature to apply to logits like ``val_logits`` (N, C), and what was rejected: the one fitted on the
+    validation logits and labels (N,) by NLL (:func:`fit_temperature`), unless it would raise their expected
+    calibration error; then 1.0, with the fitted one as ``{"rejected_temperature": T}``. The one rule of training's
+    calibration step (:func:`hub.uncertainty.conformal.fit_temperature_figures`) and of :func:`calibrate`: neither
+    makes the validation split's calibration worse."""
+    temperature = fit_temperature(val_logits, val_labels)
+    if calibration_error((val_logits / temperature).softmax(1), val_labels) > calibration_error(
+            val_logits.softmax(1), val_labels):
+        return 1.0, {"rejected_temperature": temperature}
+    return temperature, {}
+
+
 class TrustScore:
     """Jiang et al. (2018): ``d(x, nearest other class) / d(x, predicted class)`` in a feature space.
 
@@ -97,7 +112,7 @@ class TrustScore:
 
 
 @torch.no_grad()
-def _outputs(model: torch.nn.Module, loader, split: str, progress: bool = True, task=None,
+def model_outputs(model: torch.nn.Module, loader, split: str, progress: bool = True, task=None,
              device: str | torch.device = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(logits (N, C), pre-logit features (N, D), labels (N,)) over a loader of ``(x, y)`` batches of the split
     ``split`` (``val`` or ``test``), run on ``device``; a regression model's outputs (N, ...) and targets likewise.
@@ -133,7 +148,7 @@ def _outputs(model: torch.nn.Module, loader, split: str, progress: bool = True, 
     return torch.cat(logits).float().cpu(), torch.cat(features).float().cpu(), torch.cat(labels).cpu()
 
 
-def _auroc(score: np.ndarray, positive: np.ndarray) -> float | None:
+def auroc(score: np.ndarray, positive: np.ndarray) -> float | None:
     """How well ``score`` ranks the positives (correct predictions) first; None when one kind is absent."""
     from sklearn.metrics import roc_auc_score
 
@@ -155,9 +170,9 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
     datamodule = card_data(card, data_overrides)
     datamodule.setup("fit")
     model = load_from_card(card).eval()
-    val_logits, val_features, val_labels = _outputs(model, datamodule.val_dataloader(), "val", progress)
-    test_logits, test_features, test_labels = _outputs(model, datamodule.test_dataloader(), "test", progress)
-    temperature = fit_temperature(val_logits, val_labels)
+    val_logits, val_features, val_labels = model_outputs(model, datamodule.val_dataloader(), "val", progress)
+    test_logits, test_features, test_labels = model_outputs(model, datamodule.test_dataloader(), "test", progress)
+    temperature, rejected = choose_temperature(val_logits, val_labels)
     predicted = test_logits.argmax(1)
     correct = (predicted == test_labels).numpy()
     trust = TrustScore(alpha=alpha).fit(val_features.numpy(), val_labels.numpy()).score(test_features.numpy(),
@@ -165,6 +180,7 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
     confidence = (test_logits / temperature).softmax(1).max(1).values.numpy()
     result = {
         "temperature": temperature,
+        **rejected,
         "fitted_on": f"validation split ({len(val_labels)} items)",
         "val_nll": float(F.cross_entropy(val_logits, val_labels)),
         "val_nll_calibrated": float(F.cross_entropy(val_logits / temperature, val_labels)),
@@ -174,8 +190,8 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
         "test_nll_calibrated": float(F.cross_entropy(test_logits / temperature, test_labels)),
         "test_ece": calibration_error(test_logits.softmax(1), test_labels),
         "test_ece_calibrated": calibration_error((test_logits / temperature).softmax(1), test_labels),
-        "trust_score_auroc_for_correct": _auroc(trust, correct),
-        "confidence_auroc_for_correct": _auroc(confidence, correct),
+        "trust_score_auroc_for_correct": auroc(trust, correct),
+        "confidence_auroc_for_correct": auroc(confidence, correct),
         "trust_score_median": {"correct": float(np.median(trust[correct])) if correct.any() else None,
                                "wrong": float(np.median(trust[~correct])) if (~correct).any() else None},
     }
