@@ -17,7 +17,7 @@ small graphs for graph classifiers, generated only: no user format for them yet)
 - baseline: logistic regression on node features and neighbour means (:mod:`graph.baselines`), on the run's split.
 - predict: ``attnhub predict NAME DIR`` runs the model over the whole graph and returns the
   unlabelled nodes (blank ``label``), one line each, named by their id; with the card's OOD statistics
-  (:mod:`hub.ood`: the energy of each node's logits), each node's ``ood_score`` and ``ood``.
+  (:mod:`hub.uncertainty.ood`: the energy of each node's logits), each node's ``ood_score`` and ``ood``.
 """
 from __future__ import annotations
 

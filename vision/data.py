@@ -134,7 +134,8 @@ class ResidentImageData(HubDataModule):
 
     def statistics_dataloader(self):
         """The training split unaugmented, in a seeded shuffled order: the OOD statistics fit on its first
-        ``hub.ood.MAX_FIT_ITEMS`` items, which must hold every class (the split itself is sorted by class)."""
+        ``hub.uncertainty.ood.MAX_FIT_ITEMS`` items, which must hold every class (the split itself is sorted by
+        class)."""
         return self.train_set.batches(self.batch_size, shuffle=True, seed=0)
 
     def val_dataloader(self):

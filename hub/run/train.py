@@ -360,6 +360,6 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
                 overrides)
     if recipe.trainer.calibrate:  # a temperature or conformal intervals, fitted on the validation split
         fit_run(run_dir, module.plain_model, datamodule, task, tester.strategy.root_device, progress)
-    # out-of-distribution statistics from the training and validation splits (hub.ood), into the card
+    # out-of-distribution statistics from the training and validation splits (hub.uncertainty.ood), into the card
     fit_and_store(module.plain_model, read_card(run_dir / "card.json"), datamodule, run_dir / "card.json")
     return run_dir
