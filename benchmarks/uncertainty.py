@@ -138,7 +138,8 @@ def scored(model, detector, x, y: torch.Tensor | None = None, frame=None) -> Sco
     """``x`` (N, ...) or a dict of them (targets ``y``, zeros when None) scored by ``detector``; ``frame``: a table's
     raw rows."""
     y = torch.zeros(len(next(iter(x.values())) if isinstance(x, dict) else x), dtype=torch.long) if y is None else y
-    return Scored(*ood.scored_outputs(model, model.pretrained_cfg, detector, _loader(x, y), frame))
+    return Scored(*ood.scored_outputs(model, model.pretrained_cfg, detector, _loader(x, y), frame,
+                                      features=hasattr(model, "forward_head")))
 
 
 def _file_inputs(card, files: list[str]) -> torch.Tensor:
@@ -299,9 +300,11 @@ def in_distribution(model, detector, data) -> Scored:
     card = model.pretrained_cfg
     kind = card.input_spec["kind"]
     if kind == "table":
-        return Scored(*ood.scored_outputs(model, card, detector, data.test_dataloader(), data.frames["test"]))
+        return Scored(*ood.scored_outputs(model, card, detector, data.test_dataloader(), data.frames["test"],
+                                          features=hasattr(model, "forward_head")))
     if kind == "survival_table":  # batches of named inputs, all test rows
-        return Scored(*ood.scored_outputs(model, card, detector, data.test_dataloader()))
+        return Scored(*ood.scored_outputs(model, card, detector, data.test_dataloader(),
+                                          features=hasattr(model, "forward_head")))
     if kind == "graph":
         return scored_nodes(model, detector, data.graph)
     return scored(model, detector, *_tensors(data.test_dataloader(), TEST_ITEMS))
@@ -314,9 +317,9 @@ def knn_bank(model, detector, data) -> torch.Tensor | None:
     if card.input_spec["kind"] == "graph":
         return ood.node_split_outputs(model, data.graph, features=True)["train"].features \
             if hasattr(model, "forward_head") else None
-    if "mahalanobis" not in detector.scores:
+    if not hasattr(model, "forward_head"):
         return None
-    return ood.training_outputs(model, card, data, ["mahalanobis"]).features
+    return ood.training_outputs(model, card, data, ["mahalanobis"]).features  # "mahalanobis": the features it reads
 
 
 def interval_widths(card, outputs: torch.Tensor) -> np.ndarray:

@@ -461,16 +461,19 @@ def reconstruction_errors(x: torch.Tensor, reconstruction: torch.Tensor) -> np.n
 
 @torch.no_grad()
 def split_outputs(model: torch.nn.Module, loader, scores: list[str], spec: dict[str, Any], frame=None,
-                  limit: int | None = None, progress: bool = False, desc: str = "") -> SplitOutputs:
+                  limit: int | None = None, progress: bool = False, desc: str = "",
+                  features: bool = False) -> SplitOutputs:
     """Run ``model`` over ``loader`` (``(x, y)`` batches; at most ``limit`` items) and keep what ``scores`` need.
     ``spec``: the card's ``input_spec``. A table's range check reads the split's raw ``frame`` (its rows in the
-    loader's order: val and test)."""
+    loader's order: val and test). ``features``: also keep the penultimate features when no score needs them (for
+    baselines that read them, such as :func:`knn_score`)."""
     from pytorch_lightning.utilities import move_data_to_device
     from tqdm import tqdm
 
     from hub.tasks import call_model
 
     device, kind = next(model.parameters()).device, spec.get("kind", "")
+    keep_features = features or "mahalanobis" in scores
     features, logits, labels, values, errors, summaries, count = [], [], [], [], [], [], 0
     for batch in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr, leave=False):
         if not (isinstance(batch, (list, tuple)) and len(batch) == 2):
@@ -478,10 +481,10 @@ def split_outputs(model: torch.nn.Module, loader, scores: list[str], spec: dict[
                              f"data gives {type(batch).__name__} batches")
         x, y = batch
         x, y = move_data_to_device(x, device), y.cpu()
-        if "mahalanobis" in scores:
+        if keep_features:
             feats, out = pooled_features(model, **x) if isinstance(x, dict) else pooled_features(model, x)
             features.append(feats.cpu())
-        else:
+        if "mahalanobis" not in scores:  # the scores read the model's own outputs (with its test-time augmentation)
             out = call_model(model, x)
         if "reconstruction" in scores:
             errors.append(reconstruction_errors(x, out))
@@ -523,12 +526,12 @@ def node_split_outputs(model: torch.nn.Module, graph, features: bool = False) ->
 
 
 def scored_outputs(model: torch.nn.Module, card, detector: Detector, loader, frame=None,
-                   progress: bool = False) -> tuple[np.ndarray, SplitOutputs]:
+                   progress: bool = False, features: bool = False) -> tuple[np.ndarray, SplitOutputs]:
     """(N,) ``ood_score`` of the inputs of ``loader``'s ``(inputs, targets)`` batches, and the outputs of the pass
     that scored them (features, logits, ...: what baselines such as :func:`max_softmax_score` read); ``frame``: a
-    table's raw rows, in the loader's order."""
+    table's raw rows, in the loader's order; ``features``: keep the penultimate features too (for :func:`knn_score`)."""
     out = split_outputs(model.eval(), loader, detector.scores, card.input_spec, frame, progress=progress,
-                        desc="OOD scores")
+                        desc="OOD scores", features=features)
     return detector.score(out.components(detector)), out
 
 

@@ -436,3 +436,35 @@ def test_held_out_class_scores_leave_out_the_inputs_own_class_and_the_choice_fol
     chosen, aurocs = choose_class_score(val, statistics, "mahalanobis")
     assert set(aurocs) == {"mahalanobis", "energy", "msp"} and chosen == max(aurocs, key=aurocs.get)
     assert min(aurocs.values()) > 0.9  # each separates a held-out class from the known ones here
+
+
+def test_split_outputs_keeps_features_for_baselines_and_the_model_own_logits():
+    """``features=True`` keeps the penultimate features for KNN when no score reads them, while the logits stay the
+    model's own forward (its test-time augmentation included), not ``forward_head(forward_features(x))``."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from hub.uncertainty import ood
+
+    class Mirrored(torch.nn.Module):  # forward averages the input and its mirror, as a test-time augmentation does
+        def __init__(self):
+            super().__init__()
+            self.body, self.head = torch.nn.Linear(4, 3), torch.nn.Linear(3, 2)
+
+        def forward_features(self, x):
+            return self.body(x)
+
+        def forward_head(self, x, pre_logits=False):
+            return x if pre_logits else self.head(x)
+
+        def forward(self, x):
+            return 0.5 * (self.forward_head(self.forward_features(x)) + self.forward_head(self.forward_features(
+                x.flip(-1))))
+
+    torch.manual_seed(0)
+    model, x = Mirrored().eval(), torch.randn(6, 4)
+    loader = DataLoader(TensorDataset(x, torch.zeros(6, dtype=torch.long)), batch_size=4)
+    plain = ood.split_outputs(model, loader, ["energy"], {})
+    kept = ood.split_outputs(model, loader, ["energy"], {}, features=True)
+    assert plain.features is None
+    assert torch.allclose(kept.features, model.body(x).detach())
+    assert torch.allclose(kept.logits, model(x).detach()) and torch.allclose(plain.logits, kept.logits)
