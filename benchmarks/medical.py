@@ -35,7 +35,7 @@ def baseline_results(name: str, seeds: list[int]) -> dict[str, list[dict[str, fl
     from sksurv.ensemble import RandomSurvivalForest
     from sksurv.linear_model import CoxPHSurvivalAnalysis
 
-    from medical.data import DeepSurvData
+    from medical.survival_data import DeepSurvData
     from medical.survival_metrics import evaluation_times, survival_array, survival_metrics
 
     parts = DeepSurvData(name).load()

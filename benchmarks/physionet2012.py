@@ -21,7 +21,7 @@ import numpy as np
 from benchmarks import RESULTS
 from hub.data import data_dir
 from hub.io import atomic_write_bytes
-from medical.data import load_grids, physionet2012, summary_features
+from medical.icu_data import load_grids, physionet2012, summary_features
 
 
 def boosting_fold(fold: int) -> dict[str, float]:

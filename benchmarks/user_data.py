@@ -197,14 +197,14 @@ def graph(work: Path, seeds: list[int]) -> list[str]:
 
 def medical(work: Path, seeds: list[int]) -> list[str]:
     """SUPPORT, GBSG (Rotterdam + GBSG) and WHAS of the DeepSurv files as plain CSVs with readable column names (those
-    of ``medical.data.DEEPSURV_SETS``, after PROVENANCE.md; the published train and test parts together, since the
-    user's table is split by ``survival_csv``: 20% test, stratified by event, then 20% of the rest validates; a code
+    of ``medical.survival_data.DEEPSURV_SETS``, after PROVENANCE.md; the published train and test parts together, since
+    the user's table is split by ``survival_csv``: 20% test, stratified by event, then 20% of the rest validates; a code
     column that PROVENANCE.md reads as categorical is written as text, so it goes through the categorical encoding),
     then ``survival_fusion`` and ``deepsurv_mlp`` from scratch with the default recipe, vs CoxPH on the same split."""
     import h5py
     import pandas as pd
 
-    from medical.data import DEEPSURV_SETS, deepsurv_file
+    from medical.survival_data import DEEPSURV_SETS, deepsurv_file
 
     # set -> (time column, event column, {column written as text: prefix of its category names})
     layouts = {"support": ("days", "died", {"race": "race_code_"}),
@@ -240,7 +240,7 @@ def icu(work: Path, seeds: list[int]) -> list[str]:
     import shutil
 
     from hub.data import stratified_split
-    from medical.data import load_grids
+    from medical.icu_data import load_grids
 
     source = data_dir() / "physionet2012"
     grids = load_grids(source)

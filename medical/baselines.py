@@ -27,7 +27,7 @@ import numpy as np
 from hub.errors import HubError
 from hub.kinds import BaselineResult, PredictorData
 from hub.predictor import model_outputs, rank_scores, save_arrays
-from medical.data import summary_features
+from medical.icu_data import summary_features
 from medical.survival_metrics import harrell_c, survival_array, uno_c
 
 COXPH_RIDGE = 0.1  # scikit-survival's alpha: 0.05 * |w|^2 against a partial log-likelihood summed over patients
@@ -49,7 +49,7 @@ def _run_data(run_dir):
 
 
 def _covariates(rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The (N, G + C) covariates of :class:`medical.data.SurvivalRows`, their times (N,) and events (N,)."""
+    """The (N, G + C) covariates of :class:`medical.survival_data.SurvivalRows`, their times (N,) and events (N,)."""
     target = rows.target.numpy()
     return np.concatenate([rows.genes.numpy(), rows.clinical.numpy()], 1), target[:, 0], target[:, 1]
 
@@ -120,8 +120,8 @@ def coxph_on_run_split(run_dir) -> BaselineResult:
 
 def logistic_regression_baseline(datamodule, seed: int = 0) -> BaselineResult:
     """The logistic regression of the module docstring, fitted on the training split of a set-up
-    :class:`medical.data.IcuStaysData` (PhysioNet 2012 set A or a user's stays); its predictions: record id, true and
-    predicted outcome, probabilities."""
+    :class:`medical.icu_data.IcuStaysData` (PhysioNet 2012 set A or a user's stays); its predictions: record id, true
+    and predicted outcome, probabilities."""
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, average_precision_score, roc_auc_score

@@ -20,8 +20,8 @@ from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 from hub.predictor import blend_of, load_arrays
 from medical.baselines import COX_ARRAYS, cox_risk, coxph_on_run_split, logistic_regression_on_run_split, ranked_blend
-from medical.data import read_record, stay_arrays
 from medical.explain import explain_stays
+from medical.icu_data import read_record, stay_arrays
 from medical.io import clinical_columns, survival_features, survival_inputs
 
 
@@ -156,7 +156,7 @@ def _survival_model_inputs(spec: SurvivalTableSpec, rows, source) -> dict[str, t
 @dataclass(frozen=True)
 class IcuStaysSpec(KindSpec):
     """An ICU model's input: ``hours`` hourly steps of the ``variables``, with the training statistics of
-    :func:`medical.data.stay_statistics` (clipping bounds, mean and std of the variables and descriptors)."""
+    :func:`medical.icu_data.stay_statistics` (clipping bounds, mean and std of the variables and descriptors)."""
 
     variables: list[str]
     hours: int
@@ -177,7 +177,7 @@ ICU_RECIPES = {"tfcam": ({"dim": 16, "num_heads": 2, "dropout": 0.2, "summaries"
 @register_kind
 class IcuStaysKind(InputKind):
     """ICU stays held as PhysioNet 2012 holds them (a folder of ``<RecordID>.txt`` records and an outcomes CSV:
-    :func:`medical.data.icu_stays_folder`); explained by TFCAM's attention over the card's test stays."""
+    :func:`medical.icu_data.icu_stays_folder`); explained by TFCAM's attention over the card's test stays."""
 
     name, domain, Spec = "icu_stays", "medical", IcuStaysSpec
     tasks = ("classification",)  # the task of the ICU families, tfcam and icu_gru (the other domains name theirs)
@@ -216,7 +216,7 @@ class IcuStaysKind(InputKind):
 
     def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
         """A patient's raw PhysioNet 2012 record (the path of its ``set-a/<id>.txt`` file: ``Time,Parameter,Value``
-        rows) -> the model's keyword inputs, one stay (:func:`medical.data.stay_arrays` with the card's training
+        rows) -> the model's keyword inputs, one stay (:func:`medical.icu_data.stay_arrays` with the card's training
         statistics): ``values`` and ``mask`` (hours, variables) of the card's hours and variables (other parameters
         ignored), ``static`` (9,); batch stays with ``torch.utils.data.default_collate``."""
         spec = self.spec(card)

@@ -52,7 +52,7 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
     """Raw patient rows (unstandardised, a gene left blank, extra columns) -> the model's risks on the same
     standardised inputs; rows named by the id column."""
     from hub.cli import main
-    from medical.data import deepsurv_metabric
+    from medical.survival_data import deepsurv_metabric
 
     card = hub.model_card("survival_fusion.metabric")
     data = deepsurv_metabric()
@@ -86,7 +86,7 @@ def test_predict_risks_of_a_patient_csv_match_the_model(tmp_path, capsys):
 
 
 def test_physionet2012_folds_are_disjoint_stratified_and_cached(tmp_path, monkeypatch):
-    from medical.data import physionet2012
+    from medical.icu_data import physionet2012
 
     monkeypatch.setenv("HUB_CACHE", str(tmp_path))
     first = physionet2012(fold=1)

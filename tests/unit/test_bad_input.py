@@ -242,7 +242,7 @@ def test_traffic_folder_survives_corruption(which, corruption):
 @FUZZ
 @given(which=st.sampled_from(["140003.txt", "Outcomes-a.txt"]), corruption=corruptions())
 def test_icu_stays_folder_survives_corruption(which, corruption):
-    from medical.data import icu_stays_folder
+    from medical.icu_data import icu_stays_folder
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

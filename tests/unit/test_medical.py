@@ -137,7 +137,7 @@ GOOD = [f"{10 + i},{i % 2},{i * 0.1},{1 - i * 0.05},{40 + i}" for i in range(30)
     (GOOD, {"expect_num_genes": 4}, "the model takes 4 gene columns"),
 ])
 def test_bad_survival_tables_name_the_column(tmp_path, rows, args, message):
-    from medical.data import survival_csv
+    from medical.survival_data import survival_csv
 
     args = {"time_col": "T", "event_col": "E", "gene_cols": ["g1", "g2"], **args}
     with pytest.raises(DataError) as err:
@@ -146,7 +146,7 @@ def test_bad_survival_tables_name_the_column(tmp_path, rows, args, message):
 
 
 def test_survival_table_masks_missing_genes(tmp_path):
-    from medical.data import survival_csv
+    from medical.survival_data import survival_csv
 
     rows = GOOD[:-1] + ["50,1,,0.3,60"]
     data = survival_csv(_table(tmp_path, rows), time_col="T", event_col="E", gene_cols=["g1", "g2"])
@@ -176,7 +176,7 @@ def _user_survival_table(path, n=240, seed=0):
 
 def test_coxph_baseline_ranks_patients_of_a_strong_proportional_hazards_signal(tmp_path):
     from medical.baselines import coxph_baseline
-    from medical.data import survival_csv
+    from medical.survival_data import survival_csv
 
     data = survival_csv(_user_survival_table(tmp_path / "t.csv", n=600), time_col="week", event_col="arrest")
     data.setup()
@@ -338,7 +338,7 @@ def test_tfcam_explanations_are_distributions_and_are_drawn(tmp_path):
 
 
 def test_physionet_record_parsing_forward_fill_and_summaries():
-    from medical.data import HOURS, VARIABLES, _grid_sums, _observations, _record_rows, prepare, summary_features
+    from medical.icu_data import HOURS, VARIABLES, _grid_sums, _observations, _record_rows, prepare, summary_features
 
     text = ("Time,Parameter,Value\n00:00,RecordID,1\n00:00,Age,70\n00:00,Gender,1\n00:00,Height,-1\n"
             "00:00,ICUType,2\n00:00,Weight,80\n00:00,HR,90\n00:30,HR,100\n02:10,HR,80\n03:00,Weight,81\n"
@@ -398,7 +398,7 @@ def _icu_folder(root, n=60, variables=("HR", "MAP", "Lactate"), seed=0):
      r"no outcome for 39 stay\(s\)"),
 ])
 def test_bad_icu_folders_are_refused_naming_what_was_expected(tmp_path, change, args, message):
-    from medical.data import icu_stays_folder
+    from medical.icu_data import icu_stays_folder
 
     root = _icu_folder(tmp_path / "stays", n=40)
     change(root)
@@ -410,7 +410,7 @@ def test_icu_folder_split_from_subfolders_and_from_a_long_table(tmp_path):
     """train/ and test/ subfolders give the split (val: 1/8 of train/); ``stays.csv`` holds the same stays."""
     import shutil
 
-    from medical.data import icu_stays_folder
+    from medical.icu_data import icu_stays_folder
 
     flat = _icu_folder(tmp_path / "flat", n=48)
     split = tmp_path / "split"

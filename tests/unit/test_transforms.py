@@ -171,7 +171,7 @@ def test_survival_transform_standardises_rows_and_masks_empty_genes():
 
 
 def test_icu_transform_reads_a_record_file_into_the_hourly_grid(tmp_path):
-    from medical.data import VARIABLES
+    from medical.icu_data import VARIABLES
 
     prepare = hub.transforms("tfcam.physionet2012")
     record = tmp_path / "140001.txt"
