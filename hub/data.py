@@ -167,6 +167,52 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
     return parts
 
 
+def scan_class_folders(root: Path, suffixes: tuple[str, ...], what: str, files_noun: str, example: str,
+                       min_classes: int = 1) -> dict[str, list[Path]]:
+    """The files of each class folder of a user's folder ``root/<class>/...``, for any file type.
+
+    Args:
+        root: the folder of class folders; sub-folders whose name starts with ``.`` are no classes.
+        suffixes: the file suffixes to take, lower case with the dot (``(".wav", ".flac")``); a file's suffix is
+            compared in lower case.
+        what: what the folder holds, for the message of a missing folder (``"image"``: "image folder ... does not
+            exist").
+        files_noun: the files in the message of an empty class folder (``"images"``: "... hold no images").
+        example: a class folder and file pattern shown when there is no class folder (``"cat/*.png"``).
+        min_classes: the fewest classes accepted (2 where the scan alone must make a classification task).
+
+    Returns:
+        ``{class name: files}``, the class names sorted; each class's files are those at any depth below its folder
+        with one of ``suffixes``, sorted.
+
+    Raises:
+        DataError: ``root`` is not a folder; it has no class folder; a class folder holds no file with one of
+            ``suffixes`` (the message names those classes and the suffixes); fewer than ``min_classes`` classes
+            ("... has a single class [...]; classification needs at least 2 class folders").
+    """
+    if not root.is_dir():
+        raise DataError(f"{what} folder {root} does not exist or is not a folder")
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not classes:
+        raise DataError(f"{root} has no class folders; expected one sub-folder per class (e.g. {root}/{example})")
+    found = {c.name: sorted(f for f in c.rglob("*") if f.suffix.lower() in suffixes) for c in classes}
+    empty = [name for name, files in found.items() if not files]
+    if empty:
+        raise DataError(f"class folders {empty} in {root} hold no {files_noun} (looked for {', '.join(suffixes)})")
+    if len(found) < min_classes:
+        what_found = f"a single class {sorted(found)}" if len(found) == 1 else f"the classes {sorted(found)}"
+        raise DataError(f"{root} has {what_found}; classification needs at least {min_classes} class folders")
+    return found
+
+
+def row_numbers(count: int, first: int = 1, source: str | None = None) -> list[str]:
+    """Names for the ``count`` rows of a user's table in prediction output, in order: ``str(first + i)``, or
+    ``f"{source}:{first + i}"`` with ``source`` (e.g. a file's path, ``first=2`` giving its line numbers below a
+    header). The default numbers data rows from 1, the header not counted. Raises nothing; ``count <= 0`` gives
+    ``[]``."""
+    return [f"{source}:{first + i}" if source is not None else str(first + i) for i in range(max(count, 0))]
+
+
 SPLITS = ("train", "val", "test")
 
 

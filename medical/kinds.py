@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from hub.data import read_csv_frame
+from hub.data import read_csv_frame, row_numbers
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 from hub.predictor import blend_of, load_arrays
@@ -121,7 +121,7 @@ class SurvivalTableKind(InputKind):
             table = read_csv_frame(path, f"one row per patient with the columns {columns}")
             inputs = _survival_model_inputs(spec, table, path)
             names = (table["id"].astype(str).tolist() if "id" in table.columns
-                     else [f"{path}:{line}" for line in range(2, len(table) + 2)])
+                     else row_numbers(len(table), first=2, source=path))
             for start in range(0, len(names), batch_size):
                 yield names[start:start + batch_size], model(**{k: v[start:start + batch_size]
                                                                  for k, v in inputs.items()})

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from hub.data import row_numbers
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 from tabular.baselines import baseline_outputs, gbdt_on_run_split
@@ -48,11 +49,12 @@ class TableKind(InputKind):
         pre = TabularPreprocessor.from_dict(self.spec(card).preprocessor)
         for path in paths:
             x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(read_table(path)))
+            names = row_numbers(len(x_num))
             for start in range(0, len(x_num), batch_size):
                 out = model(x_num[start:start + batch_size], x_cat[start:start + batch_size])
                 if pre.task == "regression":
                     out = out * pre.target_std + pre.target_mean
-                yield [str(i + 1) for i in range(start, start + len(out))], out
+                yield names[start:start + batch_size], out
 
     def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
         """A table's rows (a pandas DataFrame, or a CSV path, with the training columns; the target column may be

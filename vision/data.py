@@ -330,8 +330,9 @@ CIFAR_SUBSET_PER_CLASS = 2000  # train/ of the local copy: the first 2000 images
 
 
 def _class_files(folder: Path) -> dict[str, list[Path]]:
-    return {c.name: sorted(f for f in c.iterdir() if f.suffix.lower() in IMAGE_SUFFIXES)
-            for c in sorted(folder.iterdir()) if c.is_dir()}
+    """A split of the local CIFAR-10 copy (``folder/<class>/*.jpg``) -> image files per class, read as a user's
+    image folder is (:func:`vision.io._scan_class_folders`)."""
+    return _scan_class_folders(folder)
 
 
 def _array_images(pixels: np.ndarray, spec: dict[str, Any]) -> torch.Tensor:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hub.data import scan_class_folders
 from hub.errors import DataError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -71,13 +72,6 @@ def image_tensor(image, spec: dict[str, Any]) -> torch.Tensor:
 
 
 def _scan_class_folders(root: Path) -> dict[str, list[Path]]:
-    if not root.is_dir():
-        raise DataError(f"image folder {root} does not exist or is not a folder")
-    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not classes:
-        raise DataError(f"{root} has no class folders; expected one sub-folder per class (e.g. {root}/cat/*.png)")
-    found = {c.name: sorted(f for f in c.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES) for c in classes}
-    empty = [name for name, files in found.items() if not files]
-    if empty:
-        raise DataError(f"class folders {empty} in {root} hold no images (looked for {', '.join(IMAGE_SUFFIXES)})")
-    return found
+    """``root/<class>/*.png|jpg|...`` -> image files per class (:func:`hub.data.scan_class_folders`: errors for a
+    missing root, no class folders and a class folder without images)."""
+    return scan_class_folders(root, IMAGE_SUFFIXES, "image", "images", "cat/*.png")
