@@ -2,7 +2,8 @@
 
 ``attnhub publish RUN_DIR --name family.tag --to-hf OWNER/REPO`` publishes as usual, then :func:`upload` commits to
 the repository (created if missing) the published card as ``card.json``, the weights it names, its OOD statistics'
-sidecar when it has one, and a ``README.md`` model card (:func:`model_card_markdown`: YAML front matter the Hub
+sidecar when it has one, the fitted baseline of its predictor when it has one (:mod:`hub.predictor`), and a
+``README.md`` model card (:func:`model_card_markdown`: YAML front matter the Hub
 reads, the metrics over seeds, the data, the recipe, how to load).
 
 ``hub.load("hf-hub:OWNER/REPO")`` (or ``...@REVISION``: a branch, tag or commit) and ``attnhub predict hf-hub:...``
@@ -61,11 +62,20 @@ def _endpoint() -> str | None:
     return os.environ.get("HF_ENDPOINT", "").rstrip("/") or None
 
 
-def _card_files(card: PretrainedCfg) -> tuple[str, str | None]:
-    """The repository files beside ``card.json``: the weights, and the OOD sidecar (None when the card has none)."""
+def _card_files(card: PretrainedCfg) -> list[tuple[str, str, bool]]:
+    """The repository files beside ``card.json``, as ``(file, sha256, required)``: the weights; the OOD sidecar when
+    the card has one (not required: predictions come without the OOD columns); the fitted baseline of the card's
+    predictor when it has one (required when the predictor is the baseline or a blend, which ``predict`` follows)."""
     if not card.file:
         raise WeightsError(f"the card of {card.name} names no weights file")
-    return card.file, (card.ood.get("file") if card.ood else None)
+    files = [(card.file, card.sha256, True)]
+    if card.ood and card.ood.get("file"):
+        files.append((card.ood["file"], card.ood["sha256"], False))
+    predictor = getattr(card, "predictor", None) or {}
+    if (predictor.get("baseline") or {}).get("file"):
+        files.append((predictor["baseline"]["file"], predictor["baseline"]["sha256"],
+                      predictor.get("chosen", "model") != "model"))
+    return files
 
 
 def _download(repo_id: str, filename: str, revision: str | None, name: str, local_only: bool) -> Path:
@@ -116,16 +126,15 @@ def download_card(name: str) -> PretrainedCfg:
                            "family.tag --to-hf OWNER/REPO` writes one with the weights it names") from err
     commit = card_path.parent.name  # the cache holds a revision's files in snapshots/<commit>/
     card = read_card(card_path)
-    weights, sidecar = _card_files(card)
-    try:
-        _download(repo_id, weights, commit, name, local_only)
-    except EntryNotFoundError as err:
-        raise WeightsError(f"{name}: the repository {repo_id} has no {weights}, the weights its card names") from err
-    if sidecar:
+    for filename, _, required in _card_files(card):
         try:
-            _download(repo_id, sidecar, commit, name, local_only)
-        except EntryNotFoundError:
-            pass  # predictions come without the OOD columns; hub.uncertainty.ood.load_detector warns
+            _download(repo_id, filename, commit, name, local_only)
+        except EntryNotFoundError as err:
+            if required:
+                raise WeightsError(f"{name}: the repository {repo_id} has no {filename}, which its card names") \
+                    from err
+            # an optional file (the OOD sidecar) missing: predictions come without its columns, and
+            # hub.uncertainty.ood.load_detector warns
     return card
 
 
@@ -140,6 +149,21 @@ def _metric_rows(card: PretrainedCfg) -> list[str]:
             cells.append(f"{card.paper[key]:.4f}" if key in card.paper else "")
         rows.append("| " + " | ".join(cells) + " |")
     return rows
+
+
+def _predictor_lines(card: PretrainedCfg) -> list[str]:
+    """The README's lines on the card's predictor (:mod:`hub.predictor`) when it is not the network alone."""
+    predictor = getattr(card, "predictor", None) or {}
+    chosen = predictor.get("chosen", "model")
+    if chosen == "model":
+        return []
+    baseline = predictor["baseline"]
+    what = (f"predicts with its baseline, {baseline['name']}" if chosen == "baseline" else
+            f"predicts with a blend: {predictor['weight']:g} x the network + {1 - predictor['weight']:g} x "
+            f"{baseline['name']}")
+    return ["", "## Predictor", "", f"This model {what}, chosen on the validation split; the baseline is "
+            f"`{baseline['file']}` (sha256 `{baseline['sha256']}`, checked at every load). `attnhub predict` "
+            "follows it."]
 
 
 def model_card_markdown(card: PretrainedCfg, repo_id: str, license_id: str) -> str:
@@ -161,6 +185,7 @@ def model_card_markdown(card: PretrainedCfg, repo_id: str, license_id: str) -> s
         f"Test split: mean and standard deviation over the seeds {', '.join(map(str, recipe.get('seeds', [])))}.",
         "",
         *_metric_rows(card),
+        *_predictor_lines(card),
         "", "## Data", "",
         f"`{data.get('name', 'unknown')}` with {data.get('args', {})}: {data.get('source', 'source not given')}; "
         f"licence: {data.get('license', 'not given')}; train/validation/test sizes {data.get('sizes', 'not given')}.",
@@ -178,8 +203,9 @@ def model_card_markdown(card: PretrainedCfg, repo_id: str, license_id: str) -> s
 
 
 def upload(card_path: str | os.PathLike, repo_id: str, license_id: str = "apache-2.0") -> str:
-    """Commit the published card at ``card_path`` as ``card.json``, the weights and OOD sidecar beside it (their
-    sha256 checked first) and a ``README.md`` (:func:`model_card_markdown`) to the model repository ``repo_id``,
+    """Commit the published card at ``card_path`` as ``card.json``, the files it names beside it (weights, OOD sidecar,
+    the predictor's baseline; their sha256 checked first) and a ``README.md`` (:func:`model_card_markdown`) to the
+    model repository ``repo_id``,
     created if missing; returns the commit's URL. The token is ``huggingface_hub``'s (``HF_TOKEN``,
     ``hf auth login``)."""
     from huggingface_hub import CommitOperationAdd, HfApi
@@ -190,9 +216,8 @@ def upload(card_path: str | os.PathLike, repo_id: str, license_id: str = "apache
         raise OfflineError(f"uploading to {repo_id} needs the network; unset HUB_OFFLINE and HF_HUB_OFFLINE")
     card_path = Path(card_path)
     card = read_card(card_path)
-    weights, sidecar = _card_files(card)
     files = {CARD_FILE: card_path.read_bytes(), README_FILE: model_card_markdown(card, repo_id, license_id).encode()}
-    for filename, sha256 in ((weights, card.sha256), *([(sidecar, card.ood["sha256"])] if sidecar else [])):
+    for filename, sha256, _ in _card_files(card):
         path = card_path.parent / filename
         if not path.is_file():
             raise WeightsError(f"{path.name} is missing beside the card {card_path.name}: the card names it")

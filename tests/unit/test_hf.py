@@ -240,3 +240,50 @@ def test_offline_loads_from_a_warm_cache_without_a_request_and_names_the_repo_wh
     with pytest.raises(OfflineError, match=f"hf-hub:{REPO_ID}: card.json is not in the Hugging Face cache"):
         hub.load(f"hf-hub:{REPO_ID}")
     assert len(fake_hub.requests) == requests
+
+
+def _with_baseline_predictor(folder, tmp_path) -> np.ndarray:
+    """Make the fake run at ``folder`` predict with a kept logistic regression on its 8x8 pixels (random arrays in
+    :data:`hub.classical.LINEAR_ARRAYS`' layout) as its predictor's baseline; returns the regression's coef."""
+    from hub.predictor import save_arrays
+    from hub.weights import sha256_bytes
+
+    rng = np.random.default_rng(0)
+    coef = rng.normal(size=(10, 64))
+    save_arrays({"mean": np.zeros(64), "scale": np.ones(64), "coef": coef, "intercept": np.zeros(10),
+                 "classes": np.arange(10), "num_classes": np.array([10])}, folder / "baseline.safetensors")
+    card = json.loads((folder / "card.json").read_text())
+    card["predictor"] = {"chosen": "baseline", "weight": 0.0, "metric": "acc",
+                         "baseline": {"name": "logistic regression on pixels", "file": "baseline.safetensors",
+                                      "sha256": sha256_bytes((folder / "baseline.safetensors").read_bytes())}}
+    (folder / "card.json").write_text(json.dumps(card))
+    return coef
+
+
+def test_a_baseline_predictor_goes_to_the_hub_and_predicts_from_it(repo, tmp_path, fake_hub, capsys):
+    run = _fake_run(repo, tmp_path / "run", seed=0)
+    _with_baseline_predictor(run, tmp_path)
+    dest = tmp_path / "pub"
+    assert main(["publish", str(run), "--name", "vit_digits.hf", "--dest", str(dest), "--to-hf", REPO_ID]) == 0
+    files = fake_hub.head_files()
+    assert files["vit_digits.hf.baseline.safetensors"] == (dest / "vit_digits.hf.baseline.safetensors").read_bytes()
+    assert "predicts with its baseline, logistic regression on pixels" in files["README.md"].decode()
+
+    image = tmp_path / "digit.png"
+    Image.fromarray((np.arange(64, dtype=np.uint8) * 4).reshape(8, 8)).save(image)
+    capsys.readouterr()
+    assert main(["predict", f"hf-hub:{REPO_ID}", str(image), "--no-progress"]) == 0
+    from_hub = capsys.readouterr().out
+    assert main(["predict", str(run), str(image), "--no-progress"]) == 0  # the run folder itself
+    local = capsys.readouterr().out
+    assert from_hub == local and "digit.png" in from_hub
+    assert main(["predict", "vit_digits.sklearn", str(image), "--no-progress"]) == 0
+    assert capsys.readouterr().out != from_hub  # the baseline answered, not the network
+
+    baseline = bytearray(files["vit_digits.hf.baseline.safetensors"])
+    baseline[-1] ^= 0xFF
+    fake_hub.commit(REPO_ID, {"vit_digits.hf.baseline.safetensors": bytes(baseline)})  # card.json unchanged
+    capsys.readouterr()
+    assert main(["predict", f"hf-hub:{REPO_ID}", str(image), "--no-progress"]) != 0
+    error = capsys.readouterr().err
+    assert "sha256 mismatch" in error and "vit_digits.hf.baseline.safetensors" in error

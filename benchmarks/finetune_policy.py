@@ -1,0 +1,196 @@
+"""Issue 50: the fine-tune policy across data sizes. For each cell (a domain's data at one size) and seed,
+``attnhub finetune SOURCE --data FOLDER`` with ``--policy auto`` trains the candidates that
+:data:`hub.finetune.AUTO_RULE` gives for the size; each candidate's run folder holds its validation metric (what
+``auto`` chooses on) and its test metric. Where ``auto``'s candidates do not include it, the previous default
+(``--policy full-recipe-lr``: a full fine-tune at the card's own learning rate) is trained too, as the floor the
+issue sets. The input kind's classical baseline is fitted on the same split by ``finetune`` itself.
+
+    HUB_DATA_DIR=../shared/data python -m benchmarks.finetune_policy tables audio images --seeds 0 1
+    python -m benchmarks.finetune_policy --report   # benchmarks/results/finetune_policy.md from the JSON
+
+Cells (every test split fixed per cell, never trained on, the same for every seed):
+- tables: rows the tag ``mlp.adult`` never saw (the published ``adult.test``) and the bank-churn table (another
+  population and other columns: the tag's weights transfer where shapes match), at 500, 5,000 and all rows for
+  training and validation (85/15), with 2,000 more rows in the same CSV and the split's fractions set so that its
+  test split holds 2,000 rows;
+- audio: FSDD digits 5-9 at 15, 50 and 150 clips per digit (george, jackson, lucas), tested on the 750 clips of the
+  other three speakers, from ``ast_tiny`` pretrained on digits 0-4 alone (``recipes/audio/ast_tiny_fsdd_digits_0_4
+  .yaml``, once, seed 0), so the digits are new to it;
+- images: CIFAR-10 images from ``train_rest/`` (never seen by ``coat_lite_micro_32.cifar10``, which was trained on
+  ``train/``) at 100 and 1,000 per class, tested on 200 per class of the official test split.
+Results accumulate in ``benchmarks/results/finetune_policy.json`` (one entry per cell and seed, written after each).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hub.data import data_dir
+from hub.finetune import finetune
+from hub.io import atomic_write_bytes
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "finetune_policy.json"
+TABLE_TEST_ROWS = 2000  # rows appended to each table cell as its test split
+PREVIOUS_DEFAULT = "full-recipe-lr"
+
+
+def run_cell(cell: dict, source: str, data: Path, seed: int, work: Path, overrides: list[str] = (), **options) -> dict:
+    """``finetune(source, data, policy="auto")`` for one seed, plus the previous default where ``auto`` did not train
+    it; returns the cell's entry: each candidate's validation and test metric, epochs, seconds, the chosen policy,
+    the baseline's test metric."""
+    out = work / "runs"
+    args = [*overrides, "trainer.accelerator=cpu", f"seed={seed}"]
+    started = time.time()
+    run_dir, entry = finetune(source, str(data), args, str(out), progress=False, **options)
+    seconds = time.time() - started
+    metric = entry["metric"]
+    policy = json.loads((run_dir / "metrics.json").read_text())["policy"]
+    candidates = {p: _candidate(run_dir.parent / c["run"], c, metric) for p, c in policy["candidates"].items()}
+    previous = candidates.get(PREVIOUS_DEFAULT)
+    if previous is None:
+        extra, _ = finetune(source, str(data), args, str(out), progress=False, policy=PREVIOUS_DEFAULT, **options)
+        kept = json.loads((extra / "metrics.json").read_text())["policy"]["candidates"][PREVIOUS_DEFAULT]
+        previous = _candidate(extra, kept, metric)
+    return {**cell, "source": source, "seed": seed, "metric": metric, "rule": policy["rule"],
+            "candidates": candidates, "chosen": policy["chosen"], "previous_default": previous,
+            "baseline": {"name": entry["name"], "test": entry["test"][metric]}, "seconds": round(seconds, 1)}
+
+
+def _candidate(run_dir: Path, entry: dict, metric: str) -> dict:
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    return {"val": entry["value"], "val_metric": entry["metric"], "test": summary["test"][metric],
+            "epochs": entry["epochs"], "still_improving": entry["still_improving"],
+            "seconds": summary.get("fit_seconds")}
+
+
+def _save(entry: dict) -> None:
+    """Append ``entry`` to the results file, replacing an earlier entry of the same cell and seed."""
+    rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    rows = [r for r in rows if (r["cell"], r["seed"]) != (entry["cell"], entry["seed"])] + [entry]
+    atomic_write_bytes(RESULTS, (json.dumps(rows, indent=1) + "\n").encode())
+
+
+def tables(work: Path, seeds: list[int]):
+    """Adult's published test rows and the churn table at 500, 5,000 and all rows, each with 2,000 test rows more."""
+    from tabular.data import ADULT_COLUMNS
+
+    adult = pd.read_csv(data_dir() / "adult" / "adult.test", header=None, names=ADULT_COLUMNS, skipinitialspace=True,
+                        skiprows=1, na_values="?")
+    adult["income"] = adult["income"].str.rstrip(".")
+    churn = pd.read_csv(data_dir() / "churn_modelling" / "Churn_Modelling.csv").drop(
+        columns=["RowNumber", "CustomerId", "Surname"])
+    for name, frame, target in (("adult_test_rows", adult, "income"), ("churn", churn, "Exited")):
+        order = np.random.default_rng(0).permutation(len(frame))
+        test, pool = frame.iloc[order[:TABLE_TEST_ROWS]], frame.iloc[order[TABLE_TEST_ROWS:]]
+        for rows in (500, 5000, len(pool)):
+            table = pd.concat([pool.iloc[:rows], test])
+            path = work / f"{name}_{rows}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            table.to_csv(path, index=False)
+            test_fraction = TABLE_TEST_ROWS / len(table)
+            cell = {"cell": f"{name} {rows} rows", "domain": "tables", "size": rows}
+            for seed in seeds:
+                yield run_cell(cell, "mlp.adult", path, seed, work,
+                               [f"data.args.test_fraction={test_fraction:.6f}",
+                                f"data.args.val_fraction={0.15 * rows / len(table):.6f}"], target=target)
+
+
+def audio(work: Path, seeds: list[int]):
+    """FSDD digits 5-9 at 15, 50 and 150 clips per digit, from ast_tiny pretrained on digits 0-4 (one run, seed 0)."""
+    from hub.run.train import train
+
+    pretrained = sorted((work / "pretrain").glob("*/metrics.json"))
+    source = pretrained[0].parent if pretrained else train(
+        str(REPO / "recipes/audio/ast_tiny_fsdd_digits_0_4.yaml"), ["seed=0", f"output_dir={work / 'pretrain'}"],
+        progress=False)
+    recordings = data_dir() / "fsdd" / "recordings"
+    for per_digit in (15, 50, 150):
+        root = work / f"fsdd_5_9_{per_digit}"
+        for path in sorted(recordings.glob("*.wav")):
+            digit, speaker, index = path.stem.split("_")
+            train_speaker = speaker in ("george", "jackson", "lucas")
+            if int(digit) < 5 or (train_speaker and int(index) >= per_digit // 3):
+                continue
+            folder = root / ("train" if train_speaker else "test") / digit
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, folder / path.name)
+        cell = {"cell": f"FSDD digits 5-9, {per_digit} clips per digit", "domain": "audio", "size": per_digit}
+        for seed in seeds:
+            yield run_cell(cell, str(source), root, seed, work)
+
+
+def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000)):
+    """CIFAR-10 ``train_rest/`` images at ``sizes`` per class, tested on 200 per class of the official test split."""
+    cifar = data_dir() / "cifar10"
+    for per_class in sizes:
+        root = work / f"cifar10_rest_{per_class}"
+        for split, source, count in (("train", "train_rest", per_class), ("test", "test", 200)):
+            for folder in sorted((cifar / source).iterdir()):
+                target = root / split / folder.name
+                target.mkdir(parents=True, exist_ok=True)
+                for path in sorted(folder.glob("*.jpg"))[:count]:
+                    shutil.copyfile(path, target / path.name)
+        cell = {"cell": f"CIFAR-10 train_rest, {per_class} per class", "domain": "images", "size": per_class}
+        for seed in seeds:
+            yield run_cell(cell, "coat_lite_micro_32.cifar10", root, seed, work)
+
+
+def report() -> str:
+    """The markdown table of the results file: per cell, each candidate's test metric (mean ± std over seeds),
+    ``auto``'s chosen run, the previous default and the baseline."""
+    rows = json.loads(RESULTS.read_text())
+    cells: dict[str, list[dict]] = {}
+    for row in rows:
+        cells.setdefault(row["cell"], []).append(row)
+    lines = ["| cell | source | seeds | candidates: test (val), epochs | auto kept (per seed) | auto: test | "
+             "previous default (full, recipe lr): test | baseline: test | minutes per seed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for cell, entries in cells.items():
+        metric = entries[0]["metric"]
+        names = list(entries[0]["candidates"])
+        text = "; ".join(f"{p} {_spread([e['candidates'][p]['test'] for e in entries])} "
+                         f"({_spread([e['candidates'][p]['val'] for e in entries])}), "
+                         f"{'/'.join(str(e['candidates'][p]['epochs']) for e in entries)}" for p in names)
+        auto = [e["candidates"][e["chosen"]]["test"] for e in entries]
+        lines.append(f"| {cell} | {entries[0]['source']} | {', '.join(str(e['seed']) for e in entries)} | "
+                     f"{metric}: {text} | {', '.join(e['chosen'] for e in entries)} | {_spread(auto)} | "
+                     f"{_spread([e['previous_default']['test'] for e in entries])} | {entries[0]['baseline']['name']}: "
+                     f"{_spread([e['baseline']['test'] for e in entries])} | "
+                     f"{statistics.mean(e['seconds'] for e in entries) / 60:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.mean(values):.3f}" + (f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("domains", nargs="*", help="cells to run: tables, audio, images")
+    parser.add_argument("--work", type=Path, help="folder for the written datasets and the runs (default: a temp)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--image-sizes", type=int, nargs="+", default=[100, 1000],
+                        help="images per class of the image cells")
+    parser.add_argument("--report", action="store_true", help="print the markdown table of the results file")
+    args = parser.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="finetune_policy_"))
+    for domain in args.domains:
+        options = {"sizes": tuple(args.image_sizes)} if domain == "images" else {}
+        for entry in globals()[domain](work / domain, args.seeds, **options):
+            _save(entry)
+            print(json.dumps({k: entry[k] for k in ("cell", "seed", "chosen", "seconds")}), flush=True)
+    if args.report:
+        print(report())
+
+
+if __name__ == "__main__":
+    main()
