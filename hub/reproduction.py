@@ -1,4 +1,5 @@
-"""One-command reproduction: retrain a pretrained tag from the recipe on its card and compare with the card.
+"""One-command reproduction: retrain a pretrained tag from the recipe on its card and compare with the card (and, for a
+card that predicts with its baseline or a blend, the predictor chosen again on the new run).
 
 ``reproduce("vit_digits.sklearn")`` (``attnhub reproduce vit_digits.sklearn``) trains the card's recipe file with the
 card's overrides, for the card's first seed (``seeds=[0, 1, 2]`` for more), then puts each new test metric beside
@@ -20,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from hub.cards import REPO_ROOT, atomic_write_bytes
+from hub.cards import DATA_ELSEWHERE, REPO_ROOT, atomic_write_bytes
 from hub.errors import HubError
 
 ABSOLUTE_TOLERANCE = 0.01  # allowed |new - card mean| of a metric whose card has n=1 or std 0
@@ -85,6 +86,20 @@ def run_overrides(card, seed: int, overrides: list[str], output_dir: str) -> lis
     return [*card_overrides, f"seed={seed}", *overrides, f"output_dir={output_dir}"]
 
 
+def check_data_given(card, overrides: list[str]) -> None:
+    """Refuse, before any training, a card whose data path stands for folders of its publisher's machine
+    (``<data>/NAME``: a fine-tune on the publisher's own data, :func:`hub.cards.portable_data_path`) when the user's
+    ``overrides`` do not give that key a path of theirs."""
+    given = {item.partition("=")[0].strip() for item in overrides}
+    args = (card.recipe.get("resolved") or {}).get("data", {}).get("args", {})
+    recorded = {f"data.args.{k}": v for k, v in args.items()}
+    recorded.update(item.split("=", 1) for item in card.recipe.get("overrides", []) if "=" in item)
+    for key, value in recorded.items():
+        if isinstance(value, str) and value.startswith(DATA_ELSEWHERE) and key not in given:
+            raise HubError(f"the card of {card.name} was trained on its publisher's own data ({key}={value}); "
+                           f"give your copy of it: attnhub reproduce {card.name} {key}=PATH")
+
+
 def _train_one(card, recipe_path: Path | None, overrides: list[str], progress: bool) -> Path:
     from hub.recipe import apply_overrides, validate_recipe
     from hub.run.train import train
@@ -98,6 +113,45 @@ def _train_one(card, recipe_path: Path | None, overrides: list[str], progress: b
 def _spread(values: list[float]) -> dict[str, Any]:
     return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
             "n": len(values), "values": values}
+
+
+def refit_predictor(card, run_dir: Path) -> dict[str, Any] | None:
+    """For a card whose predictor was chosen among its model, the input kind's baseline and their blend
+    (:mod:`hub.predictor`, a published fine-tune): the baseline fitted again on the new run's split and the predictor
+    chosen again as the card's was asked (``auto``, ``baseline``, ...); returns ``{"chosen", "weight", "test"}`` (the
+    chosen predictor's test metrics), or None for a card without a predictor.
+
+    Args:
+        card: the card being reproduced.
+        run_dir: the new run folder.
+    """
+    asked = (getattr(card, "predictor", None) or {}).get("asked")
+    if asked is None:
+        return None
+    from hub.kinds import baseline
+    from hub.models import model_card
+    from hub.predictor import record_predictor
+
+    result = baseline(model_card(str(run_dir)), run_dir)
+    if result is None or result.predictor is None:
+        raise HubError(f"the card of {card.name} predicts with {card.predictor['chosen']!r}, but the input kind of the "
+                       f"new run {run_dir} fitted no baseline that predicts")
+    entry = record_predictor(run_dir, result.name, result.predictor, asked)
+    return {"chosen": entry["chosen"], "weight": entry["weight"], "test": entry["test"]["chosen"]}
+
+
+def compare_predictor(card, runs: list[dict[str, Any]], tolerance: float = ABSOLUTE_TOLERANCE
+                      ) -> dict[str, dict[str, Any]]:
+    """Per test metric of the card's chosen predictor (one run's figures: compared within ``tolerance``), the new
+    runs' (their mean over seeds) and the :func:`verdict`; keys are prefixed ``predictor:``. Empty for a card without
+    a predictor."""
+    chosen = ((getattr(card, "predictor", None) or {}).get("test") or {}).get("chosen", {})
+    out = {}
+    for key, value in chosen.items():
+        new = _spread([run["predictor"]["test"][key] for run in runs])
+        out[f"predictor:{key}"] = {"card": {"mean": value, "std": 0.0, "n": 1}, "new": new,
+                                   **verdict(new["mean"], value, 0.0, 1, tolerance)}
+    return out
 
 
 def compare(card_metrics: dict[str, Any], runs: list[dict[str, Any]],
@@ -130,10 +184,14 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
     the output folder)::
 
         {"name", "recipe": {"path", "source": "file" | "resolved", "note"}, "seeds", "card_seeds", "overrides",
-         "tolerance",
-         "runs": [{"seed", "run_dir", "test": {metric: value}}],
+         "tolerance", "card_predictor" (the card's chosen predictor, or None),
+         "runs": [{"seed", "run_dir", "test": {metric: value}[, "predictor": {"chosen", "weight", "test"}]}],
          "metrics": {metric: {"card": {"mean", "std", "n"}, "new": {"mean", "std", "n", "values"},
                               "within", "difference", "allowed", "rule"}},
+
+    A card whose predictor was chosen among model, baseline and blend (a published fine-tune) has its baseline
+    fitted again on each new run and its predictor chosen again (:func:`refit_predictor`); the chosen predictor's
+    test metrics are compared too, as ``predictor:test/...`` (:func:`compare_predictor`).
          "all_within", "report_file"}
     """
     from hub.models import model_card
@@ -144,18 +202,22 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
     overrides = list(overrides or [])
     output_dir = output_dir or "runs"  # never a folder named by the card (its publisher's machine)
     recipe_path, note = locate_recipe(card)
+    check_data_given(card, overrides)
     runs = []
     for seed in seeds:
         run_dir = _train_one(card, recipe_path, run_overrides(card, seed, overrides, output_dir), progress)
         test = json.loads((run_dir / "metrics.json").read_text())["test"]
-        runs.append({"seed": seed, "run_dir": str(run_dir), "test": test})
-    metrics = compare(card.metrics, runs, tolerance)
+        predictor = refit_predictor(card, run_dir)
+        runs.append({"seed": seed, "run_dir": str(run_dir), "test": test,
+                     **({"predictor": predictor} if predictor else {})})
+    metrics = {**compare(card.metrics, runs, tolerance), **compare_predictor(card, runs, tolerance)}
     report = {
         "name": name,
         "recipe": {"path": card.recipe.get("path"), "source": "file" if recipe_path else "resolved",
                    "note": note},
         "seeds": seeds, "card_seeds": card_seeds, "overrides": overrides, "tolerance": tolerance,
         "runs": runs, "metrics": metrics, "all_within": all(m["within"] for m in metrics.values()),
+        "card_predictor": (getattr(card, "predictor", None) or {}).get("chosen"),
     }
     report_file = Path(runs[0]["run_dir"]) / REPORT_FILE
     # the file holds no path of this machine: its run folders are relative to the output folder
@@ -188,6 +250,10 @@ def format_report(report: dict[str, Any]) -> str:
     within = sum(m["within"] for m in report["metrics"].values())
     lines.append(f"{within}/{len(report['metrics'])} test metrics reproduced"
                  + ("" if len(seeds) == 1 else " (the new mean over seeds is compared)"))
+    chosen = [run["predictor"]["chosen"] for run in report["runs"] if "predictor" in run]
+    if chosen:
+        lines.append(f"predictor chosen again on the new run(s): {', '.join(chosen)} (the card's: "
+                     f"{report['card_predictor']})")
     lines.append(f"runs: {', '.join(run['run_dir'] for run in report['runs'])}")
     lines.append(f"report: {report['report_file']}")
     return "\n".join(lines)

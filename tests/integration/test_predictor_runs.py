@@ -1,7 +1,7 @@
 """The validated predictor (hub.predictor) of the kinds beyond tables, end to end on tiny synthetic data (one epoch,
 no dataset): a survival run and a RUL run whose baseline wins predict with it, and refuse it once tampered with;
-publish carries CoxPH's arrays; a forced blend predicts the blend (survival: of rank-normalised risks; images: of
-probabilities)."""
+publish carries CoxPH's arrays and reproduce chooses CoxPH again; a forced blend predicts the blend (survival: of
+rank-normalised risks; images: of probabilities)."""
 from __future__ import annotations
 
 import csv
@@ -15,6 +15,7 @@ import torch
 
 import hub
 from hub.cli import main
+from hub.errors import HubError
 from hub.weights import sha256_bytes
 
 FAST = ["trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]
@@ -85,6 +86,16 @@ def test_survival_run_whose_coxph_wins_predicts_with_it_and_refuses_it_tampered(
     shipped = json.loads(card_path.read_text())["predictor"]["baseline"]
     assert shipped["file"] == "deepsurv_mlp.steps.baseline.safetensors"
     assert sha256_bytes((tmp_path / "shipped" / shipped["file"]).read_bytes()) == shipped["sha256"]
+
+    from hub.reproduction import reproduce  # the run retrained: CoxPH fitted again and chosen again, as on the card
+    with pytest.raises(HubError, match=r"its publisher's own data \(data.args.path=<data>/t.csv\)"):
+        reproduce(str(run), output_dir=str(tmp_path / "again"), progress=False)  # the card keeps no machine path
+    report = reproduce(str(run), [0], [f"data.args.path={tmp_path / 't.csv'}"], str(tmp_path / "again"),
+                       progress=False)
+    assert report["card_predictor"] == "baseline" and report["runs"][0]["predictor"]["chosen"] == "baseline"
+    again = report["metrics"]["predictor:test/cindex"]
+    assert again["card"]["mean"] == entry["test"]["chosen"]["test/cindex"] and again["within"]
+    assert report["all_within"]
 
     tampered = _tamper(run / "baseline.safetensors")
     capsys.readouterr()
