@@ -74,13 +74,18 @@ class PredictorData:
     ``survival`` (outputs: (N,) risks in the space they are blended in, as ``blend_outputs`` maps them; labels:
     (N, 2) time and event);
     ``labels``, ``model`` and ``baseline`` map ``val`` and ``test`` to the split's labels and each member's outputs;
-    ``save(run_dir)`` writes the fitted baseline into the run folder without pickle and returns the file's path."""
+    ``save(run_dir)`` writes the fitted baseline into the run folder without pickle and returns the file's path;
+    ``outputs``, for a regression whose model has more named outputs than the one the choice is made on (a RUL
+    forecast's horizon): ``{"labels", "model", "baseline"}``, each mapping ``val`` and ``test`` to (N, K) values of
+    every output, from which a baseline or blend predictor's intervals are fitted (None: ``labels``, ``model`` and
+    ``baseline`` are every output)."""
 
     task: str
     labels: dict[str, Any]
     model: dict[str, Any]
     baseline: dict[str, Any]
     save: Callable[[Path], Path]
+    outputs: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

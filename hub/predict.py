@@ -5,7 +5,10 @@ has its conformal interval beside it when the card holds them (:mod:`hub.uncerta
 statistics (:mod:`hub.uncertainty.ood`), every row ends with ``ood_score`` and ``ood`` (True when the input looks unlike
 the training data), and "k of n inputs look unlike the training data" goes to stderr at the end. The outputs are those
 of the card's predictor (:mod:`hub.predictor`): the model's, or where the run chose so its input kind's classical
-baseline's or their blend (the OOD columns still score the model's). ``attnhub predict`` prints and writes them."""
+baseline's or their blend, with the intervals fitted on that predictor's own validation residuals
+(:func:`hub.predictor.predictor_intervals`). The OOD columns score the input through the model's features and
+outputs whatever the predictor: an input unlike the training data is unlike it for the baseline too, which was fitted
+on the same rows. ``attnhub predict`` prints and writes them."""
 from __future__ import annotations
 
 import csv

@@ -76,15 +76,19 @@ def rul_baseline(data: RULWindowData, seed: int = 0, model=None) -> BaselineResu
 
 def rul_predictor_data(data: RULWindowData, model, estimator) -> PredictorData:
     """The RUL now (the first output, the one the run is scored on) of the validation and test windows: its target,
-    the run's ``model``'s forecast and the fitted ``estimator``'s, and how to save the estimator into a run folder
-    (:data:`RUL_FILE`)."""
+    the run's ``model``'s forecast and the fitted ``estimator``'s, with every output of the horizon for the
+    predictor's intervals (``outputs``: the estimator's forecast as ``predict`` gives it, :func:`rul_forecast`), and
+    how to save the estimator into a run folder (:data:`RUL_FILE`)."""
     splits = {"val": data.val_set, "test": data.test_set}
+    labels = {k: d.tensors[1].numpy().astype(np.float64) for k, d in splits.items()}  # (N, horizon)
+    ours = {k: model_outputs(model, d) for k, d in splits.items()}
+    windows = {k: d.tensors[0].numpy().astype(np.float64) for k, d in splits.items()}
+    theirs = {k: rul_forecast(estimator, w, labels[k].shape[1], data.rul_cap) for k, w in windows.items()}
     return PredictorData(
-        task="regression", labels={k: d.tensors[1].numpy()[:, 0].astype(np.float64) for k, d in splits.items()},
-        model={k: model_outputs(model, d)[:, 0] for k, d in splits.items()},
-        baseline={k: estimator.predict(window_statistics(d.tensors[0].numpy().astype(np.float64)))
-                  for k, d in splits.items()},
-        save=lambda run_dir: save_skops(estimator, Path(run_dir) / RUL_FILE))
+        task="regression", labels={k: v[:, 0] for k, v in labels.items()}, model={k: v[:, 0] for k, v in ours.items()},
+        baseline={k: estimator.predict(window_statistics(w)) for k, w in windows.items()},
+        save=lambda run_dir: save_skops(estimator, Path(run_dir) / RUL_FILE),
+        outputs={"labels": labels, "model": ours, "baseline": theirs})
 
 
 def rul_forecast(estimator, windows: np.ndarray, horizon: int, rul_cap: float) -> np.ndarray:

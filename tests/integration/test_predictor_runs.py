@@ -154,6 +154,13 @@ def test_rul_run_whose_baseline_wins_predicts_with_it_and_refuses_it_tampered(tm
     names = ["rul", *(f"rul_plus_{h}" for h in range(1, spec["horizon"]))]
     np.testing.assert_allclose([[float(r[n]) for n in names] for r in rows], expected, atol=1e-4)
     assert float(rows[0]["rul"]) == pytest.approx(0.0, abs=2.0)  # the unit's last cycle: it failed there
+    conformal = card.calibration["conformal"]  # the intervals are the baseline's, centred on its forecasts
+    assert conformal["fitted_on"] == "validation split, residuals of the predictor (baseline)"
+    assert len(conformal["half_width"]["0.9"]) == spec["horizon"]
+    for row in rows:
+        for name, widths, edges in zip(names, conformal["half_width"]["0.9"], conformal["bin_edges"]):
+            width = widths[int(np.searchsorted(edges, float(row[name]), side="right"))]
+            assert float(row[f"{name}_upper_90"]) - float(row[name]) == pytest.approx(width, abs=1e-4)
 
     tampered = _tamper(run / "baseline.skops")
     capsys.readouterr()

@@ -70,3 +70,27 @@ def test_kept_arrays_are_refused_when_tampered_with_or_incomplete(tmp_path):
     with pytest.raises(HubError, match="not a valid safetensors file"):
         (tmp_path / "junk").write_bytes(b"not safetensors")
         load_arrays(tmp_path / "junk", sha256_bytes(b"not safetensors"), ["coef"])
+
+
+def test_a_regression_predictor_other_than_the_model_gets_intervals_from_its_own_residuals():
+    from types import SimpleNamespace
+
+    from hub.predictor import predictor_intervals
+    from hub.uncertainty.conformal import conformal_half_width
+
+    rng = np.random.default_rng(0)
+    labels = {s: rng.normal(size=n) for s, n in (("val", 99), ("test", 50))}  # standardised targets
+    model = {s: y + rng.normal(scale=2.0, size=len(y)) for s, y in labels.items()}
+    baseline = {s: y + rng.normal(scale=0.1, size=len(y)) for s, y in labels.items()}
+    data = PredictorData("regression", labels, model, baseline, save=lambda run_dir: run_dir)
+    model_intervals = {"conformal": {"outputs": ["price"], "half_width": {"0.9": [[9.9]]}}}
+    card = SimpleNamespace(name="price.run", calibration=model_intervals,
+                           input_spec={"preprocessor": {"task": "regression", "target_std": 3.0, "target_mean": 1.0}})
+    conformal = predictor_intervals(card, data, "baseline", 0.0)
+    expected = 3.0 * conformal_half_width(np.abs(baseline["val"] - labels["val"]), 0.9)  # in the target's units
+    assert conformal["half_width"]["0.9"] == [[pytest.approx(expected)]] and expected < 1.0
+    assert conformal["fitted_on"] == "validation split, residuals of the predictor (baseline)"
+    blended = predictor_intervals(card, data, "blend", 0.5)["half_width"]["0.9"][0][0]
+    assert blended == pytest.approx(3.0 * conformal_half_width(np.abs((model["val"] + baseline["val"]) / 2
+                                                                      - labels["val"]), 0.9))
+    assert predictor_intervals(card, data, "model", 1.0) is None  # the model's own intervals stay
