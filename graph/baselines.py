@@ -2,7 +2,10 @@
 the mean of its neighbours' features and the mean over its 2-hop walks (SIGN-style propagated features, no
 training through the graph), each feature scaled by its largest magnitude, fitted on the run's training nodes, its
 inverse regularisation ``C`` picked on the validation nodes, scored on the test nodes with the task's metric names
-(``test/acc``, ``test/f1``). On CiteSeer's public split (0/1 word features) its test accuracy is 0.712.
+(``test/acc``, ``test/f1``). On CiteSeer's public split (0/1 word features) its test accuracy is 0.712. With the
+run's model's probabilities beside it, ``finetune`` chooses the run's predictor among model, baseline and blend
+(:mod:`hub.predictor`); the kept regression predicts a graph folder's unlabelled nodes
+(:func:`neighbour_probabilities`).
 
 >>> import torch
 >>> x = torch.eye(4)
@@ -11,6 +14,7 @@ array([0.5, 0. , 0.5, 0. ], dtype=float32)
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +23,9 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, f1_score
 
-from hub.kinds import BaselineResult
+from hub.classical import LINEAR_FILE, kept_linear, linear_probabilities
+from hub.kinds import BaselineResult, PredictorData
+from hub.predictor import save_arrays
 
 NAME = "logistic regression on node features + neighbour means"
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0, 100.0)  # inverse L2 strengths tried, the best on validation accuracy kept
@@ -45,14 +51,28 @@ def neighbour_features(x: torch.Tensor, edge_index: torch.Tensor, hops: int = 2)
 
 
 def logistic_on_neighbour_means(graph, label_names: list[str], ids: list[str], seed: int = 0,
-                                hops: int = 2) -> BaselineResult:
+                                hops: int = 2, model_probabilities: dict[str, np.ndarray] | None = None
+                                ) -> BaselineResult:
     """Fit on ``graph.train_mask``, pick ``C`` on ``graph.val_mask``, score ``graph.test_mask``; predictions per
     test node: its id, target, predicted class and each class's probability. Each feature is divided by its
     largest magnitude over all nodes (their features are all known, as to the model; no centring, so
-    bag-of-words stays sparse: standardising on the few training nodes blows up the rare words' columns)."""
+    bag-of-words stays sparse: standardising on the few training nodes blows up the rare words' columns).
+
+    Args:
+        graph: PyG ``Data`` with ``x``, ``edge_index``, ``y`` and the three split masks.
+        label_names: the class names, indexed by ``y``.
+        ids: the nodes' ids, in node order.
+        seed: the logistic regression's random state.
+        hops: the neighbour means' walk lengths (1 to ``hops``).
+        model_probabilities: the run's model's class probabilities on the validation and test nodes (``val``,
+            ``test``: (N, C) each, in node order), to choose the run's predictor (:mod:`hub.predictor`); the fitted
+            regression is then kept as arrays (:data:`hub.classical.LINEAR_ARRAYS`: the scaler's mean is 0 and its
+            scale the largest magnitudes).
+    """
     features = neighbour_features(graph.x, graph.edge_index, hops)
     largest = abs(features).max(axis=0).toarray().ravel()
-    features = features @ sp.diags(1.0 / np.where(largest > 0, largest, 1.0))
+    scale = np.where(largest > 0, largest, 1.0)
+    features = features @ sp.diags(1.0 / scale)
     y = graph.y.numpy()
     train, val, test = (graph[f"{s}_mask"].numpy() for s in ("train", "val", "test"))
     x_train, x_val = features[train].toarray(), features[val].toarray()
@@ -68,16 +88,40 @@ def logistic_on_neighbour_means(graph, label_names: list[str], ids: list[str], s
     predictions = {"id": [ids[i] for i in np.flatnonzero(test)], "target": labels[target].tolist(),
                    "prediction": labels[predicted].tolist(),
                    **{f"proba_{c}": proba[:, i].tolist() for i, c in enumerate(label_names)}}
-    return BaselineResult(NAME, metrics, predictions)
+    result = BaselineResult(NAME, metrics, predictions)
+    if model_probabilities is None:
+        return result
+    arrays = {"mean": np.zeros_like(scale), "scale": scale, "coef": best.coef_, "intercept": best.intercept_,
+              "classes": best.classes_.astype(np.int64), "num_classes": np.array([len(label_names)])}
+    masks = {"val": val, "test": test}
+    return dataclasses.replace(result, predictor=PredictorData(
+        task="classification", labels={s: y[m] for s, m in masks.items()}, model=model_probabilities,
+        baseline={s: linear_probabilities(arrays, (features[m] @ sp.diags(scale)).toarray()) for s, m in masks.items()},
+        save=lambda run_dir: save_arrays(arrays, Path(run_dir) / LINEAR_FILE)))
+
+
+def neighbour_probabilities(card, graph, nodes: torch.Tensor) -> np.ndarray:
+    """The class probabilities of the logistic regression kept with ``card`` for ``nodes`` (n,) of ``graph`` (its
+    features as the model takes them), from their neighbour-mean features. Shapes: -> (n, C)."""
+    arrays = kept_linear(card)
+    hops = arrays["scale"].shape[0] // graph.x.shape[1] - 1
+    return linear_probabilities(arrays, neighbour_features(graph.x, graph.edge_index, hops)[nodes.numpy()].toarray())
 
 
 def logistic_on_run_split(run_dir) -> BaselineResult:
     """:func:`logistic_on_neighbour_means` on the graph and split of a finished run (its resolved recipe rebuilds
     them, features normalised as the model saw them)."""
+    from hub.models import load
+    from hub.predictor import probabilities
     from hub.recipe import load_recipe
     from hub.run.train import build_data
 
     recipe = load_recipe(Path(run_dir) / "recipe.yaml")
     data = build_data(recipe)
-    ids = getattr(data, "ids", None) or [str(i) for i in range(data.graph.num_nodes)]
-    return logistic_on_neighbour_means(data.graph, data.label_names, ids, recipe.seed)
+    graph = data.graph
+    ids = getattr(data, "ids", None) or [str(i) for i in range(graph.num_nodes)]
+    model = load(str(run_dir))
+    with torch.inference_mode():
+        proba = probabilities(model, model(graph.x, graph.edge_index).float().numpy())
+    ours = {s: proba[graph[f"{s}_mask"].numpy()] for s in ("val", "test")}
+    return logistic_on_neighbour_means(graph, data.label_names, ids, recipe.seed, model_probabilities=ours)

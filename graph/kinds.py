@@ -14,7 +14,8 @@ small graphs for graph classifiers, generated only: no user format for them yet)
   ``data.args.normalize=true`` or ``false`` forces it); the card's ``input_spec["normalize"]`` records the resolved
   true/false, which predict, explain and the transform apply. ``attnhub finetune gat_pma --data DIR`` refuses,
   naming the data it would need.
-- baseline: logistic regression on node features and neighbour means (:mod:`graph.baselines`), on the run's split.
+- baseline: logistic regression on node features and neighbour means (:mod:`graph.baselines`), on the run's split;
+  kept as arrays, it can be the run's predictor alone or blended with the model (:mod:`hub.predictor`).
 - predict: ``attnhub predict NAME DIR`` runs the model over the whole graph and returns the
   unlabelled nodes (blank ``label``), one line each, named by their id; with the card's OOD statistics
   (:mod:`hub.uncertainty.ood`: the energy of each node's logits), each node's ``ood_score`` and ``ood``.
@@ -28,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from graph.baselines import logistic_on_run_split
+from graph.baselines import logistic_on_run_split, neighbour_probabilities
 from graph.explain import explain_nodes
 from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
@@ -99,6 +100,14 @@ class GraphKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return logistic_on_run_split(run_dir)
+
+    def baseline_outputs(self, card, path: str):
+        """The kept logistic regression's class probabilities (n, C) for the unlabelled nodes of the graph folder at
+        ``path``, in the order :meth:`predict` yields them."""
+        graph, _, _, _ = read_graph_folder(path)
+        spec = self.spec(card)
+        graph.x = node_features(graph.x, spec.normalize)
+        return neighbour_probabilities(card, graph, torch.nonzero(graph.y < 0).view(-1))
 
     def default_recipe(self, family: str, path: str) -> dict[str, Any]:
         """The family's Planetoid recipe on the graph folder ``path``: in_channels and num_classes from the data,

@@ -104,3 +104,30 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     assert main(["explain", run_dir, "n0", "n7", "--data", str(root), "--out", str(tmp_path / "fig")]) == 0
     assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["node_n0.png", "node_n7.png"]
     assert main(["explain", run_dir, "nope", "--data", str(root), "--out", str(tmp_path / "fig")]) == 2
+
+
+def test_a_graph_run_predicting_with_its_baseline_gives_the_kept_regression_on_unlabelled_nodes(tmp_path, capsys):
+    from graph.baselines import neighbour_features
+    from graph.io import node_features, read_graph_folder
+    from hub.classical import kept_linear, linear_probabilities
+    from hub.cli import main
+
+    root = generated_graph(tmp_path / "graph")
+    assert main(["finetune", "gat", "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--predictor", "baseline"]) == 0
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    entry = json.loads((run / "metrics.json").read_text())["predictor"]
+    assert entry["chosen"] == "baseline" and set(entry["validation"]) == {"model", "baseline", "blend"}
+    card = hub.model_card(str(run))
+    assert main(["predict", str(run), str(root), "--top-k", "3", "--out", str(tmp_path / "p.csv"),
+                 "--no-progress"]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "p.csv")))
+    graph = read_graph_folder(root)[0]
+    unlabelled = torch.nonzero(graph.y < 0).view(-1)
+    features = neighbour_features(node_features(graph.x, card.input_spec["normalize"]), graph.edge_index)
+    expected = linear_probabilities(kept_linear(card), features[unlabelled.numpy()].toarray())  # (6, 3)
+    assert [r["file"] for r in rows] == [f"n{i}" for i in unlabelled.tolist()]
+    for row, proba in zip(rows, expected):
+        assert float(row["prob_1"]) == pytest.approx(proba.max(), abs=1e-5)
+        assert row["class_1"] == card.label_names[int(proba.argmax())]
