@@ -321,7 +321,7 @@ def scratch_recipe(family: str, data: DataSection, model_args: dict[str, Any] | 
         start: the recipe whose other sections the recipe keeps (None: the schema's defaults).
         **sections: sections that replace those of ``start``, as their models.
     """
-    base = start or Recipe(model=ModelSection(name=family), data=data)
+    base = start if start is not None else Recipe(model=ModelSection(name=family), data=data)
     recipe = base.replace(name=f"finetune-{family}", data=data, **sections,
                           model=ModelSection(name=family, args=dict(base.model.args if model_args is None
                                                                     else model_args)))
