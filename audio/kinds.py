@@ -4,7 +4,7 @@ DIR`` trains an audio classifier from scratch on such a folder (the default reci
 folder is set beside logistic regression on MFCC statistics (:mod:`audio.baselines`).
 
 >>> recipe = AudioKind().default_recipe("timbre_attention", "my_clips")
->>> recipe["data"]["name"], recipe["optimizer"]["lr"]
+>>> recipe.data.name, recipe.optimizer.lr
 ('audio_folder', 0.003)
 """
 from __future__ import annotations
@@ -20,8 +20,23 @@ from audio.baselines import mfcc_baseline_on_run_split, mfcc_probabilities
 from audio.explain import explain_audio_files
 from audio.features import model_input
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+from hub.recipe import (
+    DataSection,
+    EarlyStoppingSection,
+    OptimizerSection,
+    Recipe,
+    SchedulerSection,
+    TrainerSection,
+    scratch_recipe,
+)
 
-LEARNING_RATES = {"timbre_attention": 3e-3}  # one small attention layer; the transformers take 1e-3
+# How a family trains from scratch on a user's class folders (no recipe file trains on one), per family overridden:
+OPTIMIZER = OptimizerSection(name="adamw", lr=1e-3, weight_decay=0.05)  # AdamW at 1e-3 (the transformers'), decay 0.05
+LEARNING_RATES = {"timbre_attention": 3e-3}  # one small attention layer learns faster
+SCHEDULER = SchedulerSection(name="cosine", warmup_epochs=1)  # one warmup epoch, then cosine decay
+# at most 40 epochs, stopped after 8 without a better validation metric; the best epoch tested
+TRAINER = TrainerSection(max_epochs=40, early_stopping=EarlyStoppingSection(patience=8), test_checkpoint="best")
+MIXUP = 0.2  # the audio folder's mixup of training clips (with its default SpecAugment, time roll and noise)
 
 
 @dataclass(frozen=True)
@@ -46,13 +61,13 @@ class AudioKind(InputKind):
     name, domain, Spec = "audio", "audio", AudioSpec
     tasks = ("audio-classification",)
 
-    def finetune_data(self, card, path: str) -> dict[str, Any]:
+    def finetune_data(self, card, path: str) -> DataSection:
         """Fine-tuning data keeps the card's frame count, smoothing, trimming and normalisation, which the weights
         were trained on."""
         spec = self.spec(card)
-        return {"name": "audio_folder", "args": {"root": str(path), "target_frames": spec.target_frames,
-                                                 "mean": spec.mean, "std": spec.std, "lifter": spec.lifter,
-                                                 "trim_db": spec.trim_db, "time_fit": spec.time_fit}}
+        return DataSection(name="audio_folder", args={"root": str(path), "target_frames": spec.target_frames,
+                                                      "mean": spec.mean, "std": spec.std, "lifter": spec.lifter,
+                                                      "trim_db": spec.trim_db, "time_fit": spec.time_fit})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         return predict_per_file(model, paths, lambda path: model_input(path, card.input_spec), batch_size)
@@ -73,13 +88,10 @@ class AudioKind(InputKind):
         """The kept logistic regression's class probabilities for the audio file at ``path`` (1, C)."""
         return mfcc_probabilities(card, path)
 
-    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+    def default_recipe(self, family: str, path: str) -> Recipe:
         """The user's class folders as 1 s of log-mels (100 frames, cut or padded) with the audio folder's
         augmentation (SpecAugment, time roll, noise) and mixup; AdamW, cosine schedule, early stopping on
         validation, the best epoch tested (40 epochs at most)."""
-        return {"name": f"finetune-{family}", "model": {"name": family, "args": {}},
-                "data": {"name": "audio_folder", "args": {"root": str(path), "mixup": 0.2}},
-                "optimizer": {"name": "adamw", "lr": LEARNING_RATES.get(family, 1e-3), "weight_decay": 0.05},
-                "scheduler": {"name": "cosine", "warmup_epochs": 1},
-                "trainer": {"max_epochs": 40, "accelerator": "auto", "devices": 1, "test_checkpoint": "best",
-                            "early_stopping": {"patience": 8}, "log_every_n_steps": 10}}
+        optimizer = OPTIMIZER.replace(lr=LEARNING_RATES.get(family, OPTIMIZER.lr))
+        return scratch_recipe(family, DataSection(name="audio_folder", args={"root": str(path), "mixup": MIXUP}),
+                              optimizer=optimizer, scheduler=SCHEDULER, trainer=TRAINER)

@@ -34,10 +34,9 @@ from graph.explain import explain_nodes
 from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+from hub.recipe import DataSection, Recipe, recipe_file, scratch_recipe
 
-# The Planetoid recipes' (recipes/graph/*_citeseer.yaml) model arguments, optimiser and stopping rule (the GAT paper's)
-PLANETOID_MODEL_ARGS = {"hidden": 8, "heads": 8, "out_heads": 1, "dropout": 0.6}
-FAMILY_MODEL_ARGS = {"cat": {"variant": "explicit", "num_clusters": 16}}
+GAT_STOPPING = ["val/loss", "val/acc"]  # the GAT paper's rule: progress on either; gatv2's recipe file watches val/acc
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ class GraphKind(InputKind):
     name, domain, Spec = "graph", "graph", GraphSpec
     tasks = ("node-classification",)
 
-    def finetune_data(self, card, path: str) -> dict[str, Any]:
+    def finetune_data(self, card, path: str) -> DataSection:
         """The graph folder ``path``, normalised as the card's data. Feature columns other than the card's but as
         many (renamed or reordered) are refused: the input projection would be applied to the wrong columns."""
         spec = self.spec(card)
@@ -67,7 +66,7 @@ class GraphKind(InputKind):
             raise DataError(f"{path}/nodes.csv has the feature columns {columns[:5]}..., not those {card.name} was "
                             f"trained on ({spec.feature_columns[:5]}...) in that order; give the same columns, or "
                             f"train the family from scratch: attnhub finetune {card.family} --data {path}")
-        return {"name": "graph_folder", "args": {"root": str(path), "normalize": spec.normalize}}
+        return DataSection(name="graph_folder", args={"root": str(path), "normalize": spec.normalize})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         spec = self.spec(card)
@@ -109,19 +108,14 @@ class GraphKind(InputKind):
         graph.x = node_features(graph.x, spec.normalize)
         return neighbour_probabilities(card, graph, torch.nonzero(graph.y < 0).view(-1))
 
-    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
-        """The family's Planetoid recipe on the graph folder ``path``: in_channels and num_classes from the data,
-        features row-normalised when all are non-negative (``normalize: auto``), Adam (lr 0.005, L2 5e-4), at most
-        1000 full-batch epochs, stopped after 100 without progress on val/loss or val/acc."""
-        return {
-            "name": f"finetune-{family}",
-            "model": {"name": family, "args": {**PLANETOID_MODEL_ARGS, **FAMILY_MODEL_ARGS.get(family, {})}},
-            "data": {"name": "graph_folder", "args": {"root": str(path), "normalize": "auto"}},
-            "optimizer": {"name": "adam", "lr": 0.005, "weight_decay": 5e-4},
-            "scheduler": {"name": "none"},
-            "trainer": {"max_epochs": 1000, "accelerator": "auto", "devices": 1, "log_every_n_steps": 1,
-                        "monitor": ["val/loss", "val/acc"], "early_stopping": {"patience": 100}},
-        }
+    def default_recipe(self, family: str, path: str) -> Recipe:
+        """The family's Planetoid recipe (``recipes/graph/FAMILY_citeseer.yaml``: its model arguments, Adam with lr
+        0.005 and L2 5e-4, at most 1000 full-batch epochs, patience 100) on the graph folder ``path``, stopped by
+        the GAT paper's rule (:data:`GAT_STOPPING`): in_channels and num_classes from the data, features
+        row-normalised when all are non-negative (``normalize: auto``)."""
+        planetoid = recipe_file(f"graph/{family}_citeseer.yaml")
+        data = DataSection(name="graph_folder", args={"root": str(path), "normalize": "auto"})
+        return scratch_recipe(family, data, start=planetoid, trainer=planetoid.trainer.replace(monitor=GAT_STOPPING))
 
 
 @register_kind
@@ -132,7 +126,7 @@ class GraphBatchKind(InputKind):
     name, domain = "graph-batch", "graph"
     tasks = ("graph-classification",)
 
-    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+    def default_recipe(self, family: str, path: str) -> Recipe:
         raise DataError(
             f"{family!r} classifies whole graphs, and no user data format for graph classification is read yet: "
             f"training it on {path} would need a set of labelled graphs (e.g. graphs.csv: graph id, label, split; "

@@ -22,6 +22,7 @@ import csv
 import io
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from hub.io import atomic_write_bytes
 from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_section
 from hub.models import load, model_card
 from hub.predictor import PREDICTORS, record_predictor
-from hub.recipe import Recipe, apply_overrides, validate_recipe
+from hub.recipe import Recipe, apply_overrides, recipe_from_dict, validate_recipe
 from hub.registry import get_model_entry, is_run_path, split_name
 from hub.run.train import build_data, is_ddp_worker, train
 
@@ -43,11 +44,37 @@ from hub.run.train import build_data, is_ddp_worker, train
 # of a random classifier in the first steps; and full-recipe-lr, a full fine-tune at the card's own learning rate
 # (the backbone's too, not layer-wise decayed).
 POLICIES = ("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr")
-POLICY_OVERRIDES = {"linear-probe": ["model.freeze_backbone=true"], "full": ["optimizer.backbone_lr_scale=0.1"],
-                    "lp-ft": ["optimizer.backbone_lr_scale=0.1"],
-                    "full-recipe-lr": ["optimizer.backbone_lr_scale=1.0", "optimizer.layer_decay=null"]}
 LAYER_DECAY = 0.75  # BEiT's
-LAYER_DECAYED = ("full", "lp-ft")  # the policies whose backbone learns at LAYER_DECAY ** (layers above)
+
+
+@dataclass(frozen=True)
+class PolicyChanges:
+    """What a fine-tune policy changes in the card's recipe; None keeps the card's own value."""
+
+    freeze_backbone: bool | None = None  # model.freeze_backbone: train the classifier alone, the rest frozen
+    backbone_lr_scale: float | None = None  # optimizer.backbone_lr_scale: the backbone's rate over the classifier's
+    # optimizer.layer_decay: True gives LAYER_DECAY to a model whose layers timm orders (its group_matcher; others
+    # keep the card's), False none
+    layer_decay: bool | None = None
+
+    def applied(self, recipe: Recipe, name: str) -> Recipe:
+        """``recipe`` with these changes; ``name`` (the pretrained tag) is built, untrained, to find its layers."""
+        model, optimizer = recipe.model, recipe.optimizer
+        if self.freeze_backbone is not None:
+            model = model.replace(freeze_backbone=self.freeze_backbone)
+        if self.backbone_lr_scale is not None:
+            optimizer = optimizer.replace(backbone_lr_scale=self.backbone_lr_scale)
+        if self.layer_decay is False:
+            optimizer = optimizer.replace(layer_decay=None)
+        elif self.layer_decay and hasattr(load(name, pretrained=False), "group_matcher"):
+            optimizer = optimizer.replace(layer_decay=LAYER_DECAY)
+        return recipe.replace(model=model, optimizer=optimizer)
+
+
+POLICY_CHANGES = {"linear-probe": PolicyChanges(freeze_backbone=True),
+                  "full": PolicyChanges(backbone_lr_scale=0.1, layer_decay=True),
+                  "lp-ft": PolicyChanges(backbone_lr_scale=0.1, layer_decay=True),
+                  "full-recipe-lr": PolicyChanges(backbone_lr_scale=1.0, layer_decay=False)}
 # auto's candidates by training examples per class (a classifier's training examples over its classes; else all its
 # training examples as one class): (from this many per class, the candidates of a family with a classifier, those of
 # one without); the last row the data reaches applies. A linear probe and LP-FT suit small data; on a medium image
@@ -130,7 +157,7 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
                     budget_minutes: float | None = FINETUNE_BUDGET_MINUTES, **options) -> Recipe:
     """The recipe that fine-tunes ``name`` on the data at ``data``. A pretrained tag or run folder keeps its card's
     resolved recipe, with a data section reading ``data``, ``model.init_from: name``, no weight EMA, the ``policy``'s
-    keys (:data:`POLICY_OVERRIDES`) and its budget: the card's max_epochs, at most the policy's
+    changes (:data:`POLICY_CHANGES`) and its budget: the card's max_epochs, at most the policy's
     :data:`MAX_EPOCHS`; ``trainer.max_minutes: budget_minutes``; early stopping on the validation loss (unless the
     card names another metric) with the card's patience and minimum epochs, else :func:`stopping_for` the run's
     max_epochs (an overridden one). A bare family takes its domain's default recipe (``policy`` and the budget are
@@ -141,54 +168,52 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
         data: the path of the user's data.
         overrides: recipe overrides (``key.path=value``), applied last.
         output_dir: where the run goes (default ``runs``), never under a folder a card names (its publisher's).
-        policy: one of :data:`POLICY_OVERRIDES`.
+        policy: one of :data:`POLICY_CHANGES`.
         probe: ``"lp-ft"`` starts from this run folder, ``name``'s linear probe on the same data (other policies
             take none).
         budget_minutes: the run's time budget (None: no limit).
         **options: ``target``, ``task``, ``time``, ``event``, ``genes``, ...: to the data section when given.
     """
-    policy_keys: list[str] = []
     if _is_bare_family(name):  # train from scratch
-        base = default_recipe(name, data, **options)
+        recipe = default_recipe(name, data, **options)
     else:
-        if policy not in POLICY_OVERRIDES:
+        if policy not in POLICY_CHANGES:
             raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
         if (policy == "lp-ft") != (probe is not None):
             raise HubError(f"the fine-tune policy {policy!r} " + ("needs the linear probe's run folder (probe)"
                                                                    if probe is None else "starts from no probe"))
         card = model_card(name)
-        base = dict(card.recipe.get("resolved") or {})
-        if not base:
+        if not card.recipe.get("resolved"):
             raise HubError(f"the card of {name} holds no recipe to fine-tune from")
-        base["data"] = finetune_data_section(card, data, **options)
-        base["model"] = {**base["model"], "init_from": str(probe) if probe is not None else name}
-        base["name"] = f"finetune-{card.family}"
-        trainer = dict(base.get("trainer") or {})
+        recipe = recipe_from_dict(card.recipe["resolved"], f"the recipe of {name}'s card")
+        trainer = recipe.trainer
         # no weight EMA: its decay suits the card's long run (0.998 averages ~500 steps), not a few hundred files,
         # whose fine-tune would be validated on weights that have barely left the pretrained ones. The validation
         # loss is monitored, and the policy chosen on it, unless the card names a metric: on a small validation
         # split the task's default, accuracy, moves in steps of 1/N and plateaus, so early stopping ended the run a
         # few epochs into its first plateau and kept that plateau's first, least trained, epoch (FSDD digits 5-9,
         # 23 validation clips: benchmarks/results/user_data.md)
-        base["trainer"] = {**trainer, "max_epochs": min(trainer.get("max_epochs", MAX_EPOCHS[policy]),
-                                                        MAX_EPOCHS[policy]),
-                           "ema_decay": None, "monitor": trainer.get("monitor") or FINETUNE_MONITOR,
-                           "max_minutes": budget_minutes}
-        policy_keys = list(POLICY_OVERRIDES[policy])
-        if policy in LAYER_DECAYED and hasattr(load(name, pretrained=False), "group_matcher"):
-            policy_keys.append(f"optimizer.layer_decay={LAYER_DECAY}")
-        max_epochs = validate_recipe(apply_overrides(base, overrides or []), f"finetune of {name}").trainer.max_epochs
-        base["trainer"] = _with_stopping(base["trainer"], max_epochs)
-    base["output_dir"] = output_dir or "runs"
-    return validate_recipe(apply_overrides(base, [*policy_keys, *(overrides or [])]), f"finetune of {name}")
+        recipe = recipe.replace(
+            name=f"finetune-{card.family}", data=finetune_data_section(card, data, **options),
+            model=recipe.model.replace(init_from=str(probe) if probe is not None else name),
+            trainer=trainer.replace(max_epochs=min(trainer.max_epochs, MAX_EPOCHS[policy]), ema_decay=None,
+                                    monitor=trainer.monitor or FINETUNE_MONITOR, max_minutes=budget_minutes))
+        recipe = POLICY_CHANGES[policy].applied(recipe, name)
+        recipe = _with_stopping(recipe, _overridden(recipe, overrides, name).trainer.max_epochs)
+    return _overridden(recipe.replace(output_dir=output_dir or "runs"), overrides, name)
 
 
-def _with_stopping(trainer: dict[str, Any], max_epochs: int) -> dict[str, Any]:
-    """``trainer`` with the card's patience and minimum epochs, else those of :func:`stopping_for` ``max_epochs``."""
+def _overridden(recipe: Recipe, overrides: list[str] | None, name: str) -> Recipe:
+    """``recipe`` with the user's ``key=value`` overrides applied last, validated whole."""
+    return validate_recipe(apply_overrides(recipe.to_dict(), overrides or []), f"finetune of {name}")
+
+
+def _with_stopping(recipe: Recipe, max_epochs: int) -> Recipe:
+    """``recipe`` with the card's patience and minimum epochs, else those of :func:`stopping_for` ``max_epochs``."""
     patience, min_epochs = stopping_for(max_epochs)
-    stopping = dict(trainer.get("early_stopping") or {})
-    stopping["patience"] = stopping.get("patience") or patience
-    return {**trainer, "early_stopping": stopping, "min_epochs": trainer.get("min_epochs") or min_epochs}
+    trainer = recipe.trainer
+    stopping = trainer.early_stopping.replace(patience=trainer.early_stopping.patience or patience)
+    return recipe.replace(trainer=trainer.replace(early_stopping=stopping, min_epochs=trainer.min_epochs or min_epochs))
 
 
 def budget_line(policy: str, recipe: Recipe) -> str:

@@ -4,8 +4,8 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
 ``<domain>/kinds.py``): its ``Spec`` (a dataclass of the ``input_spec`` fields it reads, checked by
 ``Spec.from_card``) and the operations it supports:
 
-- ``finetune_data(card, path, **options)`` turns ``--data PATH`` into a recipe ``data`` section
-  (an image folder, a CSV table, a folder of WAV files, ...);
+- ``finetune_data(card, path, **options)`` turns ``--data PATH`` into a recipe ``data`` section, a
+  :class:`~hub.recipe.DataSection` (an image folder, a CSV table, a folder of WAV files, ...);
 - ``predict(card, model, paths, batch_size)`` runs the model over input files (or a folder), streaming in
   batches, and yields ``(names, outputs)``; a file that does not fit raises a clear error naming it;
 - ``transform(card)`` gives the preprocessing the card's weights expect (:func:`hub.transforms`): a callable from one
@@ -23,7 +23,8 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   average rank-normalised risks);
 - ``default_recipe(family, path, **options)``, on the kind that the families of the tasks in its ``tasks`` read,
   lets ``attnhub finetune FAMILY --data PATH`` train such a family from scratch, with no pretrained tag (e.g.
-  ``tabr`` on a CSV never seen before).
+  ``tabr`` on a CSV never seen before): a :class:`~hub.recipe.Recipe` (:func:`hub.recipe.scratch_recipe`), from the
+  recipe file whose numbers it shares, else from the kind's typed sections.
 
 An operation a kind does not support raises :class:`DataError` naming the kind and the operation.
 
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from hub.errors import DataError
+from hub.recipe import DataSection, Recipe
 from hub.registry import Registry, get_model_entry
 
 
@@ -121,7 +123,7 @@ class InputKind:
         return DataError(f"{operation} is not available for inputs of kind {self.name!r} "
                          f"(available for kinds: {kinds_supporting(_OPERATIONS[operation])})")
 
-    def finetune_data(self, card, path: str, **options) -> dict[str, Any]:
+    def finetune_data(self, card, path: str, **options) -> DataSection:
         """The recipe ``data`` section reading the user's data at ``path`` for the model of ``card``."""
         raise self.unsupported(FINETUNE)
 
@@ -157,8 +159,8 @@ class InputKind:
         overrides it, as the choice among the members (:mod:`hub.predictor`) was made in that space."""
         return baseline if weight == 0 else weight * model + (1 - weight) * baseline
 
-    def default_recipe(self, family: str, path: str, **options) -> dict[str, Any]:
-        """A recipe dict training the untrained ``family`` (of a task in :attr:`tasks`) on the data at ``path``."""
+    def default_recipe(self, family: str, path: str, **options) -> Recipe:
+        """The recipe training the untrained ``family`` (of a task in :attr:`tasks`) on the data at ``path``."""
         raise self.unsupported(DEFAULT_RECIPE)
 
 
@@ -223,15 +225,15 @@ def _with_options(fn: Callable, where: str, args: tuple, options: dict[str, Any]
     return fn(*args, **given)
 
 
-def finetune_data_section(card, path: str, **options) -> dict[str, Any]:
+def finetune_data_section(card, path: str, **options) -> DataSection:
     """The recipe ``data`` section that reads the user's data at ``path`` for the model of ``card``;
     ``options`` (e.g. ``target``, ``task`` for tables) are passed on when given."""
     kind = kind_of(card)
     return _with_options(kind.finetune_data, f"inputs of kind {kind.name!r}", (card, path), options)
 
 
-def default_recipe(family: str, path: str, **options) -> dict[str, Any]:
-    """A recipe dict training the untrained ``family`` on the user's data at ``path``, from the default recipe of
+def default_recipe(family: str, path: str, **options) -> Recipe:
+    """The recipe training the untrained ``family`` on the user's data at ``path``, from the default recipe of
     the kind that families of its task read."""
     task = get_model_entry(family).task  # imports the family's domain, which registers its kinds
     givers = {t: KINDS.get(n) for n in kinds_supporting("default_recipe") for t in KINDS.get(n).tasks}

@@ -8,13 +8,18 @@ Example::
 
     recipe = load_recipe("recipes/quickstart.yaml", ["trainer.max_epochs=5"])
     recipe.trainer.max_epochs  # 5
+
+Code edits a :class:`Recipe` as an object: ``recipe.replace(trainer=recipe.trainer.replace(max_epochs=5))``; the
+user's ``key=value`` overrides (:func:`apply_overrides`) apply to its dict last, and :func:`validate_recipe` checks
+the whole. A kind's default recipe for user data (:func:`scratch_recipe`) starts from a recipe file of this checkout
+(:func:`recipe_file`) where it shares that file's numbers, else from typed sections.
 """
 from __future__ import annotations
 
 import copy
 import inspect
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -24,10 +29,20 @@ from hub.errors import RecipeError
 _SAFE_TAGS = {f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")}
 # what `trainer.loggers` may name (hub.run.tracking): the run folder's metrics.csv, TensorBoard, MLflow
 LOGGERS = ("csv", "tensorboard", "mlflow")
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"  # this checkout's recipe files (pip install -e .)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` to its fields (a section given as its model); a name it lacks raises. The values
+        are checked with the whole recipe (:func:`validate_recipe`), whose errors name the dotted key."""
+        fields = type(self).model_fields
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise RecipeError(f"{type(self).__name__} has no field {unknown[0]!r}; its fields: {sorted(fields)}")
+        return self.model_copy(update=changes)
 
 
 class ModelSection(_Strict):
@@ -238,14 +253,20 @@ def check_builder_args(builder, args: dict[str, Any], section: str, skip: tuple[
     return out
 
 
+def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
+    """A recipe dict as a :class:`Recipe`, checked against the schema alone (not the registered builders'
+    arguments): unknown keys and wrong types raise naming the dotted key."""
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as err:
+        raise RecipeError(_format_errors(err, source)) from None
+
+
 def validate_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
     """Validate a recipe dict whole: the schema, then the registered model and data arguments."""
     from hub.registry import get_dataset_entry, get_model_entry
 
-    try:
-        recipe = Recipe.model_validate(data)
-    except ValidationError as err:
-        raise RecipeError(_format_errors(err, source)) from None
+    recipe = recipe_from_dict(data, source)
     model_entry = get_model_entry(recipe.model.name)
     data_entry = get_dataset_entry(recipe.data.name)
     model_args = check_builder_args(model_entry.builder, recipe.model.args, "model.args")
@@ -279,3 +300,29 @@ def load_recipe(path: str | Path, overrides: list[str] | None = None) -> Recipe:
     data = apply_overrides(parse_yaml(path.read_text(), str(path)), overrides or [])
     data.setdefault("name", path.stem)
     return validate_recipe(data, str(path))
+
+
+def recipe_file(relative: str) -> Recipe:
+    """The recipe file ``recipes/RELATIVE`` of this checkout (e.g. ``graph/gat_citeseer.yaml``), validated."""
+    return load_recipe(RECIPES_DIR / relative)
+
+
+def scratch_recipe(family: str, data: DataSection, model_args: dict[str, Any] | None = None,
+                   start: Recipe | None = None, **sections: BaseModel) -> Recipe:
+    """The recipe training the untrained ``family`` on a user's ``data``, named ``finetune-FAMILY``: the sections
+    of ``start`` (a recipe file that shares the kind's numbers, :func:`recipe_file`), else the schema's defaults,
+    replaced by ``sections`` (``optimizer=``, ``trainer=``, ...), on one device of whatever accelerator there is
+    (a recipe file names the one it was measured on).
+
+    Args:
+        family: the model family trained from scratch.
+        data: the data section reading the user's data.
+        model_args: the family's arguments; None: those of ``start``, else none (the family's defaults).
+        start: the recipe whose other sections the recipe keeps (None: the schema's defaults).
+        **sections: sections that replace those of ``start``, as their models.
+    """
+    base = start if start is not None else Recipe(model=ModelSection(name=family), data=data)
+    recipe = base.replace(name=f"finetune-{family}", data=data, **sections,
+                          model=ModelSection(name=family, args=dict(base.model.args if model_args is None
+                                                                    else model_args)))
+    return recipe.replace(trainer=recipe.trainer.replace(accelerator="auto", devices=1))

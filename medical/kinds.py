@@ -3,7 +3,7 @@
 recipe of the ICU families on a user's folder of records, explained by TFCAM's attention; a logistic regression on
 per-variable summaries beside them).
 
->>> SurvivalTableKind().default_recipe("deepsurv_mlp", "my.csv", time="week", event="arrest")["data"]["args"]
+>>> SurvivalTableKind().default_recipe("deepsurv_mlp", "my.csv", time="week", event="arrest").data.args
 {'path': 'my.csv', 'time_col': 'week', 'event_col': 'arrest', 'gene_cols': [], 'batch_size': 512}
 """
 from __future__ import annotations
@@ -19,6 +19,15 @@ from hub.data import read_csv_frame, row_numbers
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
 from hub.predictor import blend_of, load_arrays
+from hub.recipe import (
+    DataSection,
+    EarlyStoppingSection,
+    OptimizerSection,
+    Recipe,
+    TrainerSection,
+    recipe_file,
+    scratch_recipe,
+)
 from medical.baselines import COX_ARRAYS, cox_risk, coxph_on_run_split, logistic_regression_on_run_split, ranked_blend
 from medical.explain import explain_stays
 from medical.icu_data import read_record, stay_arrays
@@ -38,6 +47,13 @@ class SurvivalTableSpec(KindSpec):
     categories: dict[str, list[str]] = field(default_factory=dict)
 
 
+# How a survival family trains from scratch on a user's table (the recipe files are tuned per public dataset):
+SURVIVAL_BATCH_SIZE = 512  # patients a mini-batch (Efron's Cox loss compares the patients of a batch)
+SURVIVAL_OPTIMIZER = OptimizerSection(name="adamw", lr=3e-3, weight_decay=1e-2)  # AdamW at 3e-3, decay 1e-2
+# at most 100 epochs, stopped after 20 without a better validation Harrell's C, the best epoch tested; logged each step
+SURVIVAL_TRAINER = TrainerSection(max_epochs=100, early_stopping=EarlyStoppingSection(patience=20), log_every_n_steps=1)
+
+
 @register_kind
 class SurvivalTableKind(InputKind):
     """A CSV of patients (time, event, gene and clinical columns) for the survival models."""
@@ -46,7 +62,7 @@ class SurvivalTableKind(InputKind):
     tasks = ("survival",)
 
     def finetune_data(self, card, path: str, time: str | None = None, event: str | None = None,
-                      genes: list[str] | None = None) -> dict[str, Any]:
+                      genes: list[str] | None = None) -> DataSection:
         """``attnhub finetune survival_fusion.metabric --data my.csv --time T --event E --genes g1,g2,g3,g4
         data.args.clinical_cols=[...]``: the card's column names and categories are the defaults; the loss, its
         ``rank_weight`` and the batch size are the card's (the pairwise ordering loss needs mini-batches). A table
@@ -64,15 +80,15 @@ class SurvivalTableKind(InputKind):
                                 f"covariates: attnhub finetune {card.family} --data {path} --time {time} "
                                 f"--event {event}")
         clinical = clinical_columns(spec.clinical, spec.categories)
-        return {"name": "survival_csv", "args": {
+        return DataSection(name="survival_csv", args={
             "path": str(path), "time_col": time, "event_col": event,
             "gene_cols": list(genes if genes is not None else spec.genes), "clinical_cols": clinical,
             "categories": dict(spec.categories), "expect_num_genes": len(spec.genes),
             "expect_num_clinical": len(clinical), "loss": trained.get("loss", "efron"),
-            "rank_weight": trained.get("rank_weight", 0.0), "batch_size": trained.get("batch_size", 8192)}}
+            "rank_weight": trained.get("rank_weight", 0.0), "batch_size": trained.get("batch_size", 8192)})
 
     def default_recipe(self, family: str, path: str, time: str | None = None, event: str | None = None,
-                       genes: list[str] | None = None) -> dict[str, Any]:
+                       genes: list[str] | None = None) -> Recipe:
         """``attnhub finetune deepsurv_mlp --data my.csv --time T --event E [--genes g1,g2]``: the family's default
         dimensions, sized to the table's covariates (every column but time, event, the genes and an ``id`` column is
         clinical, numeric or categorical; no genes: the model has no genetic branch); Efron's Cox loss on mini-batches
@@ -80,15 +96,10 @@ class SurvivalTableKind(InputKind):
         if time is None or event is None:
             raise DataError(f"training {family!r} from scratch on {path} needs --time COLUMN (follow-up time) and "
                             "--event COLUMN (1: event observed, 0: censored)")
-        return {
-            "name": f"finetune-{family}",
-            "model": {"name": family, "args": {}},
-            "data": {"name": "survival_csv", "args": {"path": str(path), "time_col": time, "event_col": event,
-                                                      "gene_cols": list(genes or []), "batch_size": 512}},
-            "optimizer": {"name": "adamw", "lr": 3e-3, "weight_decay": 1e-2},
-            "trainer": {"max_epochs": 100, "accelerator": "auto", "devices": 1, "early_stopping": {"patience": 20},
-                        "log_every_n_steps": 1},
-        }
+        data = DataSection(name="survival_csv", args={"path": str(path), "time_col": time, "event_col": event,
+                                                      "gene_cols": list(genes or []),
+                                                      "batch_size": SURVIVAL_BATCH_SIZE})
+        return scratch_recipe(family, data, optimizer=SURVIVAL_OPTIMIZER, trainer=SURVIVAL_TRAINER)
 
     def baseline(self, run_dir) -> BaselineResult:
         return coxph_on_run_split(run_dir)
@@ -168,10 +179,8 @@ class IcuStaysSpec(KindSpec):
     static_std: list[float]
 
 
-# The model arguments and learning rates of the ICU families' recipes (recipes/medical/*_physionet2012.yaml).
-ICU_RECIPES = {"tfcam": ({"dim": 16, "num_heads": 2, "dropout": 0.2, "summaries": True, "summary_dim": 128, "k": 8},
-                         2e-3),
-               "icu_gru": ({"hidden": 64, "dropout": 0.2}, 1e-3)}
+# the metric a from-scratch ICU run is stopped and kept on (the recipe files': val/auroc): see default_recipe
+ICU_MONITOR = "val/loss"
 
 
 @register_kind
@@ -183,36 +192,31 @@ class IcuStaysKind(InputKind):
     tasks = ("classification",)  # the task of the ICU families, tfcam and icu_gru (the other domains name theirs)
 
     def finetune_data(self, card, path: str, outcomes: str | None = None, label: str | None = None
-                      ) -> dict[str, Any]:
+                      ) -> DataSection:
         """``attnhub finetune tfcam.physionet2012 --data FOLDER [--outcomes FILE] [--label COLUMN]``: the card's
         variables and hours (parameters it does not know are dropped and listed in the run's card; variables the
         stays never hold are missing throughout, which the model's observation mask carries); the label defaults
         to the card's, else ``In-hospital_death``."""
         spec, trained = self.spec(card), card.data.get("args", {})
-        return {"name": "icu_stays_folder", "args": {
+        return DataSection(name="icu_stays_folder", args={
             "path": str(path), **({"outcomes": outcomes} if outcomes else {}),
             "label": label or trained.get("label", "In-hospital_death"), "variables": list(spec.variables),
-            "hours": spec.hours, "batch_size": trained.get("batch_size", 64)}}
+            "hours": spec.hours, "batch_size": trained.get("batch_size", 64)})
 
     def default_recipe(self, family: str, path: str, outcomes: str | None = None, label: str | None = None
-                       ) -> dict[str, Any]:
+                       ) -> Recipe:
         """``attnhub finetune tfcam --data FOLDER [--outcomes FILE] [--label COLUMN]``: the stays' own time-series
-        parameters define the input (48 hours); the family's PhysioNet 2012 recipe (:data:`ICU_RECIPES`): AdamW,
-        a cosine schedule, at most 15 epochs, the epoch with the lowest validation loss (patience 5): a user's
+        parameters define the input (48 hours); the family's PhysioNet 2012 recipe
+        (``recipes/medical/FAMILY_physionet2012.yaml``: its model arguments and batch size, AdamW, a cosine schedule,
+        at most 15 epochs, patience 5), but the epoch with the lowest validation loss (:data:`ICU_MONITOR`): a user's
         folder is small (800 stays: 80 validation stays, 11 deaths), where the AUROC moves with a single death and
         picked epoch 0 for one seed of three (test AUROC 0.642; with the loss 0.727, benchmarks/results/
         user_data.md)."""
-        args, lr = ICU_RECIPES.get(family, ({}, 1e-3))
-        data = {"path": str(path), **({"outcomes": outcomes} if outcomes else {}), "batch_size": 64}
-        return {
-            "name": f"finetune-{family}",
-            "model": {"name": family, "args": dict(args)},
-            "data": {"name": "icu_stays_folder", "args": {**data, **({"label": label} if label else {})}},
-            "optimizer": {"name": "adamw", "lr": lr, "weight_decay": 1e-2},
-            "scheduler": {"name": "cosine", "warmup_epochs": 1},
-            "trainer": {"max_epochs": 15, "accelerator": "auto", "devices": 1, "monitor": "val/loss",
-                        "early_stopping": {"patience": 5}, "log_every_n_steps": 10},
-        }
+        physionet = recipe_file(f"medical/{family}_physionet2012.yaml")
+        data = DataSection(name="icu_stays_folder", args={
+            "path": str(path), **({"outcomes": outcomes} if outcomes else {}),
+            "batch_size": physionet.data.args["batch_size"], **({"label": label} if label else {})})
+        return scratch_recipe(family, data, start=physionet, trainer=physionet.trainer.replace(monitor=ICU_MONITOR))
 
     def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
         """A patient's raw PhysioNet 2012 record (the path of its ``set-a/<id>.txt`` file: ``Time,Parameter,Value``

@@ -2,8 +2,8 @@
 ``attnhub predict NAME my.csv``, and for a tabular family with no pretrained tag a default recipe (the family's
 default dimensions, AdamW, early stopping on the validation metric).
 
->>> TableKind().default_recipe("mlp", "my.csv", target="y")["data"]
-{'name': 'tabular_csv', 'args': {'path': 'my.csv', 'target': 'y', 'task': 'auto'}}
+>>> TableKind().default_recipe("mlp", "my.csv", target="y").data
+DataSection(name='tabular_csv', args={'path': 'my.csv', 'target': 'y', 'task': 'auto'})
 """
 from __future__ import annotations
 
@@ -16,11 +16,16 @@ import torch
 from hub.data import row_numbers
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+from hub.recipe import DataSection, EarlyStoppingSection, OptimizerSection, Recipe, TrainerSection, scratch_recipe
 from tabular.baselines import baseline_outputs, gbdt_on_run_split
 from tabular.explain import explain_rows
 from tabular.io import TabularPreprocessor, read_table
 
+# How a tabular family trains from scratch on a user's CSV (the recipe files are tuned per public dataset):
+OPTIMIZER = OptimizerSection(name="adamw", lr=1e-3, weight_decay=1e-5)  # AdamW, light decay; lr per family below
 LEARNING_RATES = {"mlp": 1e-3, "tabm": 2e-3, "tab_transformer": 1e-3, "tabr": 5e-4}
+# at most 50 epochs, stopped after 5 without a better validation metric, the best epoch tested
+TRAINER = TrainerSection(max_epochs=50, early_stopping=EarlyStoppingSection(patience=5))
 
 
 @dataclass(frozen=True)
@@ -38,10 +43,11 @@ class TableKind(InputKind):
     name, domain, Spec = "table", "tabular", TableSpec
     tasks = ("tabular",)
 
-    def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
+    def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> DataSection:
         """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
         spec = self.spec(card).preprocessor
-        return {"name": "tabular_csv", "args": {"path": str(path), "target": target or spec["target"], "task": task}}
+        return DataSection(name="tabular_csv", args={"path": str(path), "target": target or spec["target"],
+                                                     "task": task})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         """Yield ``(row numbers, outputs)`` for the rows of each CSV: class logits, or regression values in the
@@ -80,14 +86,9 @@ class TableKind(InputKind):
         ``baseline.skops`` (:func:`tabular.baselines.baseline_outputs`)."""
         return baseline_outputs(card, path)
 
-    def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> dict[str, Any]:
+    def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> Recipe:
         if target is None:
             raise DataError(f"training {family!r} from scratch on {path} needs --target COLUMN (the column to predict)")
-        return {
-            "name": f"finetune-{family}",
-            "model": {"name": family, "args": {}},
-            "data": {"name": "tabular_csv", "args": {"path": str(path), "target": target, "task": task}},
-            "optimizer": {"name": "adamw", "lr": LEARNING_RATES.get(family, 1e-3), "weight_decay": 1e-5},
-            "trainer": {"max_epochs": 50, "accelerator": "auto", "devices": 1, "early_stopping": {"patience": 5},
-                        "log_every_n_steps": 10},
-        }
+        data = DataSection(name="tabular_csv", args={"path": str(path), "target": target, "task": task})
+        return scratch_recipe(family, data, optimizer=OPTIMIZER.replace(lr=LEARNING_RATES.get(family, OPTIMIZER.lr)),
+                              trainer=TRAINER)

@@ -3,8 +3,8 @@ folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU)
 its families (``attnhub finetune rul_attention --data FOLDER``, from scratch) and the classic baseline of
 :mod:`timeseries.baselines` beside every fine-tuned run.
 
->>> SensorSeriesKind().default_recipe("rul_attention", "units")["data"]
-{'name': 'sensor_units', 'args': {'root': 'units', 'window': 30, 'horizon': 10, 'rul_cap': 125.0, 'batch_size': 128}}
+>>> SensorSeriesKind().default_recipe("rul_attention", "units").data.args
+{'root': 'units', 'window': 30, 'horizon': 10, 'rul_cap': 125.0, 'batch_size': 128}
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import torch
 
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+from hub.recipe import DataSection, EarlyStoppingSection, Recipe, recipe_file, scratch_recipe
 from timeseries.baselines import (
     kept_rul_estimator,
     rul_baseline_on_run_split,
@@ -26,21 +27,6 @@ from timeseries.baselines import (
 from timeseries.data import minmax_apply, traffic_features
 from timeseries.explain import explain_routing, explain_units
 from timeseries.io import _unit_files, read_speed_csv, read_unit_columns, speed_series, unit_series
-
-
-def _recipe(family: str, data: dict[str, Any], lr: float, weight_decay: float, gradient_clip: float,
-            max_epochs: int, patience: int | None, model_args: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A from-scratch recipe: the family's default dimensions (sized by the data) updated by ``model_args``, AdamW
-    with a cosine schedule over ``max_epochs``, early stopping on the task's validation metric after ``patience``
-    epochs without a better one (the best epoch tested); ``patience=None``: the whole schedule, the last epoch
-    tested."""
-    trainer = {"max_epochs": max_epochs, "accelerator": "auto", "devices": 1, "gradient_clip_val": gradient_clip,
-               "early_stopping": {"patience": patience}, "log_every_n_steps": 10}
-    if patience is None:
-        trainer["test_checkpoint"] = "last"
-    return {"name": f"finetune-{family}", "model": {"name": family, "args": dict(model_args or {})}, "data": data,
-            "optimizer": {"name": "adamw", "lr": lr, "weight_decay": weight_decay},
-            "scheduler": {"name": "cosine", "warmup_epochs": 1}, "trainer": trainer}
 
 
 @dataclass(frozen=True)
@@ -62,9 +48,8 @@ class SensorSeriesKind(InputKind):
 
     name, domain, Spec = "sensor_series", "timeseries", SensorSeriesSpec
     tasks = ("rul-regression",)
-    FD001 = {"window": 30, "horizon": 10, "rul_cap": 125.0}  # the FD001 recipe's windows and RUL cap
 
-    def finetune_data(self, card, path: str) -> dict[str, Any]:
+    def finetune_data(self, card, path: str) -> DataSection:
         """The card's sensors, read from the units at ``path``; units without them are refused, naming the family
         to train from scratch on their own sensors (a model's weights are tied to the sensors it was trained on)."""
         spec = self.spec(card)
@@ -74,8 +59,9 @@ class SensorSeriesKind(InputKind):
             raise DataError(f"{first} lacks the sensor column(s) {missing} that {card.name} was trained on; its "
                             "weights do not transfer to other sensors. To train on your own sensors from scratch: "
                             f"attnhub finetune {card.family} --data {path}")
-        return {"name": "sensor_units", "args": {"root": str(path), "sensors": spec.sensors, "window": spec.window,
-                                                 "horizon": spec.horizon, "rul_cap": spec.rul_cap}}
+        return DataSection(name="sensor_units", args={"root": str(path), "sensors": spec.sensors,
+                                                      "window": spec.window, "horizon": spec.horizon,
+                                                      "rul_cap": spec.rul_cap})
 
     def predict(self, card, model, paths: Iterable[str],
                 batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
@@ -108,11 +94,12 @@ class SensorSeriesKind(InputKind):
         window = self.transform(card)(path).numpy()[None]  # (1, window, S)
         return rul_forecast(kept_rul_estimator(card), window, spec.horizon, spec.rul_cap)
 
-    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+    def default_recipe(self, family: str, path: str) -> Recipe:
         """Every column of the unit CSVs at ``path`` but ``cycle`` is a sensor (the constant ones dropped); the FD001
-        recipe (recipes/timeseries/rul_attention_fd001.yaml): 30-cycle windows, RUL cap 125, min-max scaling fitted
-        on the training units, no dropout, batches of 128, AdamW (lr 1e-3) with a cosine schedule run to its end and
-        the last epoch tested (no early stopping: the validation units, 15%, are watched). 40 epochs, not its 18: a
+        recipe (recipes/timeseries/rul_attention_fd001.yaml) whatever the family: 30-cycle windows, RUL cap 125,
+        min-max scaling fitted on the training units, no dropout (the family's other dimensions its defaults),
+        batches of 128, AdamW (lr 1e-3) with a cosine schedule run to its end, gradients clipped at norm 1 and the
+        last epoch tested (no early stopping: the validation units, 15%, are watched). 40 epochs, not its 18: a
         user's folder trains on 70% of its units (FD001 as unit CSVs: 72 engines, not 95).
 
         Chosen on the validation units (13 engines of FD001 as user CSVs, seed 0, last-epoch val/rmse;
@@ -121,8 +108,11 @@ class SensorSeriesKind(InputKind):
         its learning rate barely decayed (val 12.98 picked from a noisy curve; test 15.7); the FD001 recipe's 18
         epochs 12.67; 40 epochs 12.04; dim 64 or depth 2 at 18 epochs 12.01, 12.65; dim 64 at 40 epochs overfits
         (16.15); lr 2e-3 12.76. See benchmarks/results/user_data.md."""
-        data = {"name": "sensor_units", "args": {"root": str(path), **self.FD001, "batch_size": 128}}
-        return _recipe(family, data, 1e-3, 0.01, 1.0, max_epochs=40, patience=None, model_args={"dropout": 0.0})
+        fd001 = recipe_file("timeseries/rul_attention_fd001.yaml")
+        windows = {k: fd001.data.args[k] for k in ("window", "horizon", "rul_cap", "batch_size")}
+        data = DataSection(name="sensor_units", args={"root": str(path), **windows})
+        return scratch_recipe(family, data, {"dropout": fd001.model.args["dropout"]}, start=fd001,
+                              trainer=fd001.trainer.replace(max_epochs=40))
 
 
 @dataclass(frozen=True)
@@ -159,10 +149,10 @@ class TrafficSeriesKind(InputKind):
     name, domain, Spec = "traffic_series", "timeseries", TrafficSeriesSpec
     tasks = ("traffic-forecast",)
 
-    def finetune_data(self, card, path: str) -> dict[str, Any]:
+    def finetune_data(self, card, path: str) -> DataSection:
         spec = self.spec(card)
-        return {"name": "traffic_csv", "args": {"root": str(path), "input_steps": spec.input_steps,
-                                                "output_steps": spec.output_steps}}
+        return DataSection(name="traffic_csv", args={"root": str(path), "input_steps": spec.input_steps,
+                                                     "output_steps": spec.output_steps})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         """Yield ``(["file:sensor", ...], forecasts (N, output_steps))`` per speeds file: its last input window."""
@@ -191,8 +181,13 @@ class TrafficSeriesKind(InputKind):
     def baseline(self, run_dir) -> BaselineResult:
         return traffic_baseline_on_run_split(run_dir)
 
-    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
-        """The Los-loop recipes' 12 steps in and out, optimiser and clipping, on the folder at ``path``."""
-        data = {"name": "traffic_csv", "args": {"root": str(path), "input_steps": 12, "output_steps": 12,
-                                                "batch_size": 64}}
-        return _recipe(family, data, 3e-3, 1e-4, 5.0, max_epochs=30, patience=5)
+    def default_recipe(self, family: str, path: str) -> Recipe:
+        """The family's Los-loop recipe (``recipes/timeseries/FAMILY_los_loop.yaml``: 12 steps in and out, batches of
+        64, AdamW with a cosine schedule, gradients clipped at norm 5) on the folder at ``path``, with the family's
+        default dimensions; at most 30 epochs, stopped after 5 without a better validation metric, the best epoch
+        tested."""
+        los_loop = recipe_file(f"timeseries/{family}_los_loop.yaml")
+        steps = {k: los_loop.data.args[k] for k in ("input_steps", "output_steps", "batch_size")}
+        data = DataSection(name="traffic_csv", args={"root": str(path), **steps})
+        return scratch_recipe(family, data, {}, start=los_loop, trainer=los_loop.trainer.replace(
+            max_epochs=30, early_stopping=EarlyStoppingSection(patience=5)))

@@ -4,9 +4,9 @@ an image classifier or a slot autoencoder from scratch on the user's folder; ima
 (logistic regression on pixels, :mod:`vision.baselines`).
 
 >>> recipe = ImageKind().default_recipe("vit_digits", "my_images")
->>> recipe["data"]["args"]["height"], recipe["data"]["args"]["channels"], recipe["model"]["args"]
+>>> recipe.data.args["height"], recipe.data.args["channels"], recipe.model.args
 (8, 1, {})
->>> ImageKind().default_recipe("coat_lite_micro_32", "my_images")["model"]["args"]
+>>> ImageKind().default_recipe("coat_lite_micro_32", "my_images").model.args
 {'in_chans': 3}
 """
 from __future__ import annotations
@@ -19,6 +19,15 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+from hub.recipe import (
+    DataSection,
+    EarlyStoppingSection,
+    OptimizerSection,
+    Recipe,
+    SchedulerSection,
+    TrainerSection,
+    scratch_recipe,
+)
 from hub.registry import get_model_entry
 from vision.baselines import pixel_baseline_on_run_split, pixel_probabilities
 from vision.explain import explain_image_files, explain_scenes
@@ -27,14 +36,11 @@ from vision.io import image_tensor, read_image
 # (side, channels) of each family's input where it is not 32 x 32 RGB: vit_digits takes 8 x 8 grey digits,
 # resnet_cbam18 has the ImageNet stem (7 x 7 stride 2 and max pooling) made for 224 x 224.
 INPUT_SIZES = {"vit_digits": (8, 1), "resnet_cbam18": (224, 3)}
-
-
-def _training(lr: float, max_epochs: int) -> dict[str, Any]:
-    """AdamW with a cosine schedule, early stopping on validation, the best epoch tested."""
-    return {"optimizer": {"name": "adamw", "lr": lr, "weight_decay": 0.05},
-            "scheduler": {"name": "cosine", "warmup_epochs": 1},
-            "trainer": {"max_epochs": max_epochs, "accelerator": "auto", "devices": 1, "test_checkpoint": "best",
-                        "early_stopping": {"patience": 8}, "log_every_n_steps": 10}}
+# How a family trains from scratch on a user's folder (no recipe file trains on one); a scene's overrides these.
+OPTIMIZER = OptimizerSection(name="adamw", lr=1e-3, weight_decay=0.05)  # AdamW at 1e-3, decoupled decay 0.05
+SCHEDULER = SchedulerSection(name="cosine", warmup_epochs=1)  # one warmup epoch, then cosine decay
+# at most 40 epochs, stopped after 8 without a better validation metric; the best epoch tested
+TRAINER = TrainerSection(max_epochs=40, early_stopping=EarlyStoppingSection(patience=8), test_checkpoint="best")
 
 
 @dataclass(frozen=True)
@@ -55,10 +61,10 @@ class ImageKind(InputKind):
     name, domain, Spec = "image", "vision", ImageSpec
     tasks = ("image-classification",)
 
-    def finetune_data(self, card, path: str) -> dict[str, Any]:
+    def finetune_data(self, card, path: str) -> DataSection:
         spec = self.spec(card)
-        return {"name": "image_folder", "args": {"root": str(path), "height": spec.height, "width": spec.width,
-                                                 "channels": spec.channels, "mean": spec.mean, "std": spec.std}}
+        return DataSection(name="image_folder", args={"root": str(path), "height": spec.height, "width": spec.width,
+                                                      "channels": spec.channels, "mean": spec.mean, "std": spec.std})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         return predict_per_file(model, paths, lambda path: read_image(path, card.input_spec), batch_size)
@@ -78,17 +84,16 @@ class ImageKind(InputKind):
         """The kept logistic regression's class probabilities for the image file at ``path`` (1, C)."""
         return pixel_probabilities(card, path)
 
-    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
+    def default_recipe(self, family: str, path: str) -> Recipe:
         """The user's class folders resized to the family's input size (:data:`INPUT_SIZES`, else 32 x 32 RGB; grey
         images are converted), with light augmentation (random resized crops and flips); 40 epochs at most."""
         side, channels = INPUT_SIZES.get(family, (32, 3))
         takes_channels = "in_chans" in get_model_entry(family).arg_names()
-        return {"name": f"finetune-{family}",
-                "model": {"name": family, "args": {"in_chans": channels} if takes_channels else {}},
-                "data": {"name": "image_folder", "args": {"root": str(path), "height": side, "width": side,
-                                                          "channels": channels, "mean": [0.5] * channels,
-                                                          "std": [0.5] * channels, "augment": "light"}},
-                **_training(1e-3, 40)}
+        data = DataSection(name="image_folder", args={"root": str(path), "height": side, "width": side,
+                                                      "channels": channels, "mean": [0.5] * channels,
+                                                      "std": [0.5] * channels, "augment": "light"})
+        return scratch_recipe(family, data, {"in_chans": channels} if takes_channels else {},
+                              optimizer=OPTIMIZER, scheduler=SCHEDULER, trainer=TRAINER)
 
 
 @register_kind
@@ -98,9 +103,9 @@ class SceneKind(InputKind):
     name, domain, Spec = "scene", "vision", ImageSpec
     tasks = ("object-discovery",)
 
-    def finetune_data(self, card, path: str) -> dict:
+    def finetune_data(self, card, path: str) -> DataSection:
         """``attnhub finetune slot_autoencoder_micro_64.shapes --data DIR``: DIR's images, at the card's size."""
-        return {"name": "scene_folder", "args": {"root": str(path), "size": self.spec(card).height}}
+        return DataSection(name="scene_folder", args={"root": str(path), "size": self.spec(card).height})
 
     def transform(self, card) -> Callable[[Any], torch.Tensor]:
         """An image file, PIL image or uint8 array -> the normalised ``(C, H, W)`` tensor (:func:`image_tensor`)."""
@@ -110,10 +115,9 @@ class SceneKind(InputKind):
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_scenes(card, model, inputs, out_dir)
 
-    def default_recipe(self, family: str, path: str) -> dict[str, Any]:
-        """The folder's images (searched recursively) at 64 x 64, trained by reconstruction; 30 epochs at most."""
-        recipe = _training(4e-4, 30)
-        recipe["optimizer"]["weight_decay"] = 0.0
-        return {"name": f"finetune-{family}", "model": {"name": family, "args": {}},
-                "data": {"name": "scene_folder", "args": {"root": str(path), "size": 64}},
-                **recipe, "trainer": {**recipe["trainer"], "gradient_clip_val": 1.0}}
+    def default_recipe(self, family: str, path: str) -> Recipe:
+        """The folder's images (searched recursively) at 64 x 64, trained by reconstruction at 4e-4 without weight
+        decay, gradients clipped at norm 1; 30 epochs at most."""
+        return scratch_recipe(family, DataSection(name="scene_folder", args={"root": str(path), "size": 64}),
+                              optimizer=OPTIMIZER.replace(lr=4e-4, weight_decay=0.0), scheduler=SCHEDULER,
+                              trainer=TRAINER.replace(max_epochs=30, gradient_clip_val=1.0))

@@ -10,6 +10,7 @@ import torch
 
 import hub
 from hub.errors import HubError, RecipeError
+from hub.recipe import DataSection
 from hub.run.train import train
 
 
@@ -38,7 +39,7 @@ def test_finetune_and_train_write_under_runs_or_output_dir_never_a_cards_folder(
                                                                         "output_dir": "/tmp/publisher/runs"}})
     monkeypatch.setattr(hub.finetune, "model_card", lambda name: old)
     monkeypatch.setattr(hub.finetune, "finetune_data_section",
-                        lambda card, path, **options: card.recipe["resolved"]["data"])
+                        lambda card, path, **options: DataSection(**card.recipe["resolved"]["data"]))
     calls = []
 
     class Stop(Exception):
@@ -68,7 +69,8 @@ def test_finetune_recipe_monitors_the_validation_loss_unless_the_card_names_a_me
     card = hub.model_card("vit_digits.sklearn")
     resolved = card.recipe["resolved"]
     assert resolved["trainer"].get("monitor") is None  # the task's default (val/acc) when it was trained
-    monkeypatch.setattr(hub.finetune, "finetune_data_section", lambda card, path, **options: resolved["data"])
+    monkeypatch.setattr(hub.finetune, "finetune_data_section",
+                        lambda card, path, **options: DataSection(**resolved["data"]))
     full = hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", policy="full")
     assert full.trainer.monitor == "val/loss" and full.model.init_from == "vit_digits.sklearn"
     named = dataclasses.replace(card, recipe={**card.recipe, "resolved": {
@@ -135,7 +137,8 @@ def test_finetune_budgets_scale_patience_and_minimum_epochs_with_the_schedule(mo
     import hub.finetune
 
     resolved = hub.model_card("vit_digits.sklearn").recipe["resolved"]
-    monkeypatch.setattr(hub.finetune, "finetune_data_section", lambda card, path, **options: resolved["data"])
+    monkeypatch.setattr(hub.finetune, "finetune_data_section",
+                        lambda card, path, **options: DataSection(**resolved["data"]))
 
     def trainer(policy="full-recipe-lr", overrides=(), **kwargs):
         cfg = hub.finetune.finetune_recipe("vit_digits.sklearn", "mine", list(overrides), policy=policy, **kwargs)
@@ -180,7 +183,8 @@ def test_auto_says_its_rule_and_budgets_then_records_every_candidate(monkeypatch
     import hub.finetune
 
     resolved = hub.model_card("vit_digits.sklearn").recipe["resolved"]
-    monkeypatch.setattr(hub.finetune, "finetune_data_section", lambda card, path, **options: resolved["data"])
+    monkeypatch.setattr(hub.finetune, "finetune_data_section",
+                        lambda card, path, **options: DataSection(**resolved["data"]))
     monkeypatch.setattr(hub.finetune, "count_training_data", lambda recipe: {
         "train": 600, "counted": "examples", "classes": 10, "per_class": 60.0})
     monkeypatch.setattr(hub.finetune, "baseline", lambda card, run_dir: None)
