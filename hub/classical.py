@@ -21,6 +21,7 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from hub.errors import HubError
 from hub.kinds import BaselineResult, PredictorData
@@ -49,6 +50,24 @@ def linear_probabilities(arrays: dict[str, np.ndarray], x: np.ndarray) -> np.nda
     proba = np.zeros((len(z), int(arrays["num_classes"][0])))
     proba[:, arrays["classes"]] = seen
     return proba
+
+
+class LinearProbabilities(torch.nn.Module):
+    """The kept logistic regression (:data:`LINEAR_ARRAYS`) as a module, for exporting a predictor that uses it: the
+    class probabilities of :func:`linear_probabilities` for the flattened input. Shapes: (N, ...) -> (N, C)."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]):
+        super().__init__()
+        for name in ("mean", "scale", "coef", "intercept"):
+            self.register_buffer(name, torch.as_tensor(np.asarray(arrays[name]), dtype=torch.float32))
+        self.num_classes = int(arrays["num_classes"][0])
+        self.register_buffer("classes", torch.as_tensor(np.asarray(arrays["classes"]), dtype=torch.long))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = ((x.flatten(1) - self.mean) / self.scale) @ self.coef.T + self.intercept
+        seen = torch.cat([1 - torch.sigmoid(z), torch.sigmoid(z)], 1) if z.shape[1] == 1 else z.softmax(1)
+        placed = seen.new_zeros(seen.shape[0], self.num_classes)  # shape[0]: the batch stays dynamic when exported
+        return placed.index_copy(1, self.classes, seen)  # a class never seen in training at 0
 
 
 def kept_linear(card) -> dict[str, np.ndarray]:

@@ -269,7 +269,7 @@ def cmd_publish(args) -> int:
 def cmd_export(args) -> int:
     from hub.exporter import export
 
-    path = export(args.name, args.format, args.out)
+    path = export(args.name, args.format, args.out, model_only=args.model_only)
     print(f"wrote {path} with card.json and preprocess.json beside it")
     return 0
 
@@ -416,6 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="pretrained tag, run folder, or family (untrained; its input must be inferable)")
     p.add_argument("--format", required=True, choices=("onnx", "pt2"), help="onnx (onnxruntime) or pt2 (torch.export)")
     p.add_argument("--out", help="folder for the files (default ./exports/NAME-FORMAT)")
+    p.add_argument("--model-only", action="store_true",
+                   help="export the network alone when the run's predictor is its baseline or a blend (default: the "
+                        "predictor, where its baseline can be exported)")
     p.set_defaults(fn=cmd_export)
 
     p = sub.add_parser("bench", help="measure every registered model on its recipe's data: FLOPs, items/s, memory, "

@@ -32,6 +32,7 @@ import torch
 
 from hub.cards import REPO_ROOT, PretrainedCfg, atomic_write_bytes
 from hub.errors import HubError
+from hub.predictor import predictor_module
 from hub.registry import (
     TIMM_PREFIX,
     Registry,
@@ -284,27 +285,33 @@ def _check(path: Path, model, card: PretrainedCfg, name: str) -> None:
 
 
 def _preprocess(card: PretrainedCfg, inputs: dict[str, torch.Tensor], axes: dict[str, dict[int, str]],
-                output: torch.Tensor) -> dict[str, Any]:
+                output: torch.Tensor, predictor: str) -> dict[str, Any]:
     def shape(tensor, arg_axes):
         return [arg_axes.get(i, n) for i, n in enumerate(tensor.shape)]
 
-    return {"input_spec": card.input_spec,
+    return {"input_spec": card.input_spec, "predictor": predictor,
             "inputs": [{"name": n, "shape": shape(t, axes[n]), "dtype": str(t.dtype).removeprefix("torch.")}
                        for n, t in inputs.items()],
             "output": {"name": "output", "shape": shape(output, axes[next(iter(inputs))])},  # first axis as x's
             "output_names": card.output_names, "label_names": card.label_names}
 
 
-def export(name: str, format: str, out_dir: str | os.PathLike | None = None) -> Path:
+def export(name: str, format: str, out_dir: str | os.PathLike | None = None, model_only: bool = False) -> Path:
     """Export the model ``name`` (pretrained tag, run folder, or an untrained family whose input can be
     inferred) as ``format`` (``"onnx"`` or ``"pt2"``) into ``out_dir`` (default ``./exports/NAME-FORMAT``) with
-    its ``card.json`` and ``preprocess.json``; returns the artefact's path.
+    its ``card.json`` and ``preprocess.json``; returns the artefact's path. A run whose predictor is its baseline
+    or a blend (:mod:`hub.predictor`) is exported as that predictor, one graph giving its outputs (a classifier's:
+    class probabilities), where its input kind can express the baseline as a module; else a :class:`HubError`
+    names the baseline. ``model_only`` exports the network alone whatever the predictor.
 
     >>> path = export("vit_digits.sklearn", "onnx", "exports/vit_digits")  # doctest: +SKIP
     """
     if format not in FORMATS:
         raise HubError(f"unknown export format {format!r}; expected one of {', '.join(FORMATS)}")
     model, card = _model_and_card(name)
+    predictor = "model" if model_only else (getattr(card, "predictor", None) or {}).get("chosen", "model")
+    if predictor != "model":
+        model = predictor_module(model, card)
     inputs, axes = _example(card, EXPORT_SIZE)
     output = _check_deterministic(model, inputs, name)
     safe_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", Path(name).name if is_run_path(name) else name)
@@ -322,5 +329,5 @@ def export(name: str, format: str, out_dir: str | os.PathLike | None = None) -> 
         _check(path, model, card, name)
     atomic_write_bytes(out / "card.json", (json.dumps(card.to_dict(), indent=2) + "\n").encode())
     atomic_write_bytes(out / "preprocess.json",
-                       (json.dumps(_preprocess(card, inputs, axes, output), indent=2) + "\n").encode())
+                       (json.dumps(_preprocess(card, inputs, axes, output, predictor), indent=2) + "\n").encode())
     return path

@@ -159,6 +159,16 @@ class InputKind:
         overrides it, as the choice among the members (:mod:`hub.predictor`) was made in that space."""
         return baseline if weight == 0 else weight * model + (1 - weight) * baseline
 
+    def baseline_module(self, card) -> Any:
+        """The saved baseline of the card's predictor as a ``torch.nn.Module`` from the model's input to the
+        baseline's outputs (as :meth:`baseline_outputs` gives them), for exporting the predictor as one graph.
+        Default: the kind's baseline has no such form, and exporting a baseline or blend predictor raises naming it."""
+        raise DataError(f"the baseline of {card.name} ({(card.predictor.get('baseline') or {}).get('name')}, inputs of "
+                        f"kind {self.name!r}) has no form an exported graph can hold, so its predictor "
+                        f"({card.predictor.get('chosen')}) cannot be exported whole; `attnhub export NAME "
+                        f"--model-only` exports the network alone (kinds that export it: "
+                        f"{kinds_supporting('baseline_module')})")
+
     def default_recipe(self, family: str, path: str, **options) -> Recipe:
         """The recipe training the untrained ``family`` (of a task in :attr:`tasks`) on the data at ``path``."""
         raise self.unsupported(DEFAULT_RECIPE)

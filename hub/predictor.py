@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
+import torch
 
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
@@ -289,6 +290,45 @@ def blend_of(card) -> tuple[float, Path, str] | None:
         raise HubError(f"{path} is missing: the card of {card.name} predicts with its baseline "
                        f"({entry['chosen']}), kept in that file")
     return float(entry["weight"]), path, baseline["sha256"]
+
+
+class PredictorModule(torch.nn.Module):
+    """A baseline or blend predictor as one module taking the model's input, for ``export``: ``weight`` times the
+    model's outputs (a classifier's as the class probabilities of ``logits / temperature``, as ``predict`` gives
+    them) plus ``1 - weight`` times the ``baseline`` module's.
+
+    Args:
+        model: the run's network.
+        baseline: its input kind's ``baseline_module`` of the card.
+        weight: the predictor's weight on the model (0 for the baseline alone).
+        temperature: the card's temperature for a classifier; None for a model of values.
+    """
+
+    def __init__(self, model: torch.nn.Module, baseline: torch.nn.Module, weight: float, temperature: float | None):
+        super().__init__()
+        self.model, self.baseline, self.weight, self.temperature = model, baseline, weight, temperature
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: the model's one input tensor (a kind whose baseline exports reads that same input)."""
+        theirs = self.baseline(x)
+        if self.weight == 0:
+            return theirs
+        ours = self.model(x)
+        ours = ours if self.temperature is None else (ours / self.temperature).softmax(-1)
+        return self.weight * ours + (1 - self.weight) * theirs
+
+
+def predictor_module(model: torch.nn.Module, card) -> torch.nn.Module:
+    """The card's predictor as one module for ``export``: the model itself when the predictor is the model, else a
+    :class:`PredictorModule` with the baseline from its input kind's ``baseline_module`` (a kind whose baseline has
+    none raises, naming it)."""
+    from hub.kinds import kind_of
+
+    found = blend_of(card)
+    if found is None:
+        return model
+    temperature = float(card.calibration.get("temperature", 1.0)) if card.label_names else None
+    return PredictorModule(model, kind_of(card).baseline_module(card), found[0], temperature).eval()
 
 
 def save_skops(obj: Any, path: Path) -> Path:

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from hub.classical import LinearProbabilities, kept_linear
 from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
 from hub.recipe import (
     DataSection,
@@ -83,6 +84,11 @@ class ImageKind(InputKind):
     def baseline_outputs(self, card, path: str):
         """The kept logistic regression's class probabilities for the image file at ``path`` (1, C)."""
         return pixel_probabilities(card, path)
+
+    def baseline_module(self, card) -> torch.nn.Module:
+        """The kept logistic regression on the model's input pixels, as a module (:class:`hub.classical
+        .LinearProbabilities`): the model's input is what the regression reads."""
+        return LinearProbabilities(kept_linear(card))
 
     def default_recipe(self, family: str, path: str) -> Recipe:
         """The user's class folders resized to the family's input size (:data:`INPUT_SIZES`, else 32 x 32 RGB; grey

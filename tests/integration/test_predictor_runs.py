@@ -97,6 +97,12 @@ def test_survival_run_whose_coxph_wins_predicts_with_it_and_refuses_it_tampered(
     assert again["card"]["mean"] == entry["test"]["chosen"]["test/cindex"] and again["within"]
     assert report["all_within"]
 
+    capsys.readouterr()  # CoxPH's rank-normalised blend has no exported form: export names it, --model-only works
+    assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "the baseline of" in err and "(CoxPH, inputs of kind 'survival_table')" in err and "--model-only" in err
+    assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "onnx"), "--model-only"]) == 0
+
     tampered = _tamper(run / "baseline.safetensors")
     capsys.readouterr()
     assert main(["predict", str(run), str(tmp_path / "new.csv")]) == 2
@@ -199,3 +205,12 @@ def test_forced_image_blend_predicts_the_blend_of_probabilities(tmp_path, capsys
     got = np.array([[float(r["prob_1"]) if r["class_1"] == name else float(r["prob_2"]) for name in
                      card.label_names] for r in rows])
     np.testing.assert_allclose(got, expected, atol=2e-6)
+
+    from hub.exporter import export, run_artefact  # the blend exports as one graph of its probabilities
+    path = export(str(run), "onnx", tmp_path / "onnx")
+    exported = run_artefact(path, {"x": torch.stack([read_image(f, card.input_spec) for f in files])}).numpy()
+    np.testing.assert_allclose(exported, expected, atol=1e-5)
+    assert json.loads((tmp_path / "onnx" / "preprocess.json").read_text())["predictor"] == "blend"
+    alone = export(str(run), "onnx", tmp_path / "network", model_only=True)
+    assert run_artefact(alone, {"x": torch.stack([read_image(f, card.input_spec) for f in files])}).shape == (2, 2)
+    assert json.loads((tmp_path / "network" / "preprocess.json").read_text())["predictor"] == "model"
