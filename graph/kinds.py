@@ -32,7 +32,7 @@ from graph.baselines import logistic_on_run_split
 from graph.explain import explain_nodes
 from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+from hub.kinds import BaselineResult, InputForm, InputKind, KindSpec, OODProfile, register_kind
 
 # The Planetoid recipes' (recipes/graph/*_citeseer.yaml) model arguments, optimiser and stopping rule (the GAT paper's)
 PLANETOID_MODEL_ARGS = {"hidden": 8, "heads": 8, "out_heads": 1, "dropout": 0.6}
@@ -55,6 +55,8 @@ class GraphKind(InputKind):
 
     name, domain, Spec = "graph", "graph", GraphSpec
     tasks = ("node-classification",)
+    ood = OODProfile(graph_nodes=True)
+    input_form = InputForm.FOLDER
 
     def finetune_data(self, card, path: str) -> dict[str, Any]:
         """The graph folder ``path``, normalised as the card's data. Feature columns other than the card's but as
@@ -99,6 +101,15 @@ class GraphKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return logistic_on_run_split(run_dir)
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x`` (nodes, features), ``edge_index`` (2, edges) int64; ``size`` is the number of nodes (a graph is
+        one sample: the dynamic dimensions are its numbers of nodes and edges, not a batch)."""
+        x = torch.rand(size, card.input_spec["num_features"], generator=generator)
+        if card.input_spec.get("normalize"):
+            x = x / x.sum(1, keepdim=True)
+        edge_index = torch.randint(0, size, (2, 4 * size), generator=generator)
+        return {"x": x, "edge_index": edge_index}, {"x": {0: "nodes"}, "edge_index": {1: "edges"}}
 
     def default_recipe(self, family: str, path: str) -> dict[str, Any]:
         """The family's Planetoid recipe on the graph folder ``path``: in_channels and num_classes from the data,
