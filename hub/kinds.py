@@ -31,12 +31,12 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
 What a kind declares as data, read by the core through the kind and never by its name:
 
 - ``ood``: an :class:`OODProfile`, the out-of-distribution scores its inputs get (:mod:`hub.uncertainty.ood`), with
-  the hooks ``ood_values(inputs)`` (the model's input as numbers, for the range check) and ``ood_rows(frame, card)``
-  (a table's raw rows as numbers, where the profile reads ``rows``);
+  the hooks ``ood_values(inputs)`` (the model's input as numbers, for the range check) and
+  ``ood_rows(frame, card_spec)`` (a table's raw rows as numbers, where the profile reads ``rows``);
 - ``input_form``: an :class:`InputForm`, how ``predict`` and ``serve`` take its inputs (files, one prediction per
   file, a folder, the rows of a table) and so whether ``serve`` batches requests into one model call;
-- ``options``: the :class:`KindOption` s of its ``finetune_data`` and ``default_recipe`` (``--target``,
-  ``--time``, ...), which ``attnhub finetune`` lists with their help.
+- ``options``: the keyword options (:class:`KindOption`) of its ``finetune_data`` and ``default_recipe``
+  (``--target``, ``--time``, ...), which ``attnhub finetune`` lists with their help.
 
 An operation a kind does not support raises :class:`DataError` naming the kind and the operation.
 

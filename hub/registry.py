@@ -246,12 +246,7 @@ def _import_package(package: str) -> None:
 
 def import_domains(extra: tuple[str, ...] = ()) -> None:
     """Import every domain package (and ``extra`` ones, not indexed yet) and core module, so that everything they
-    register (families, datasets, input kinds) is registered."""
-    _discover(extra)
-
-
-def _discover(extra: tuple[str, ...] = ()) -> None:
-    """Import every domain package and core module (for listing what the index does not know)."""
+    register (families, datasets, input kinds) is registered: for listing what the index does not know."""
     for package in (*CORE_MODULES, *domain_packages(), *extra):
         if package in CORE_MODULES and importlib.util.find_spec(package) is None:
             continue
@@ -266,7 +261,7 @@ def _import_family(family: str) -> None:
     if package is not None:
         _import_package(package)
     if family not in MODELS:
-        _discover()
+        import_domains()
 
 
 def is_run_path(name: str) -> bool:
@@ -327,7 +322,7 @@ def get_dataset_entry(name: str) -> DatasetEntry:
         if package is not None:
             _import_package(package)
         if name not in DATASETS:
-            _discover()
+            import_domains()
     if name not in DATASETS:
         raise UnknownModelError(f"unknown dataset {name!r}; closest names: "
                                 f"{closest_names(name, DATASETS.names())}")

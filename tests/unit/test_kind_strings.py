@@ -33,7 +33,7 @@ def string_constants(source: str) -> list[tuple[int, str]]:
 
 def forbidden_names() -> set[str]:
     """Every registered kind's name and every domain package's name (all domains imported)."""
-    registry._discover()
+    registry.import_domains()
     names = set(KINDS.names()) | set(registry.domain_packages())
     names |= {KINDS.get(name).domain for name in KINDS.names()}
     return names
