@@ -19,7 +19,16 @@ import torch
 from audio.baselines import mfcc_baseline_on_run_split, mfcc_probabilities
 from audio.explain import explain_audio_files
 from audio.features import model_input
-from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+from hub.kinds import (
+    BaselineResult,
+    InputForm,
+    InputKind,
+    KindSpec,
+    OODProfile,
+    batch_axes,
+    predict_per_file,
+    register_kind,
+)
 from hub.recipe import (
     DataSection,
     EarlyStoppingSection,
@@ -29,6 +38,7 @@ from hub.recipe import (
     TrainerSection,
     scratch_recipe,
 )
+from hub.uncertainty.ood import spectrogram_summary
 
 # How a family trains from scratch on a user's class folders (no recipe file trains on one), per family overridden:
 OPTIMIZER = OptimizerSection(name="adamw", lr=1e-3, weight_decay=0.05)  # AdamW at 1e-3 (the transformers'), decay 0.05
@@ -60,6 +70,8 @@ class AudioKind(InputKind):
 
     name, domain, Spec = "audio", "audio", AudioSpec
     tasks = ("audio-classification",)
+    ood = OODProfile(input_scores=("inputs",), summary=spectrogram_summary)
+    input_form = InputForm.FILE_EACH
 
     def finetune_data(self, card, path: str) -> DataSection:
         """Fine-tuning data keeps the card's frame count, smoothing, trimming and normalisation, which the weights
@@ -80,6 +92,17 @@ class AudioKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_audio_files(card, model, inputs, out_dir)
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x`` (B, mel bins, frames): normalised log-mel spectrograms."""
+        spec = card.input_spec
+        return batch_axes({"x": torch.randn(size, spec["num_mel_bins"], spec["target_frames"], generator=generator)})
+
+    def input_spec_of(self, model) -> dict[str, Any] | None:
+        """An audio model's ``input_size`` (mel bins, frames), where it has one."""
+        if getattr(model, "input_size", None) is None:
+            return None
+        return {"kind": self.name, "num_mel_bins": model.input_size[0], "target_frames": model.input_size[1]}
 
     def baseline(self, run_dir) -> BaselineResult | None:
         return mfcc_baseline_on_run_split(run_dir)

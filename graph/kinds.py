@@ -33,7 +33,7 @@ from graph.baselines import logistic_on_run_split, neighbour_probabilities
 from graph.explain import explain_nodes
 from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+from hub.kinds import BaselineResult, InputForm, InputKind, KindSpec, OODProfile, register_kind
 from hub.recipe import DataSection, Recipe, recipe_file, scratch_recipe
 
 GAT_STOPPING = ["val/loss", "val/acc"]  # the GAT paper's rule: progress on either; gatv2's recipe file watches val/acc
@@ -55,6 +55,8 @@ class GraphKind(InputKind):
 
     name, domain, Spec = "graph", "graph", GraphSpec
     tasks = ("node-classification",)
+    ood = OODProfile(graph_nodes=True)
+    input_form = InputForm.FOLDER
 
     def finetune_data(self, card, path: str) -> DataSection:
         """The graph folder ``path``, normalised as the card's data. Feature columns other than the card's but as
@@ -107,6 +109,15 @@ class GraphKind(InputKind):
         spec = self.spec(card)
         graph.x = node_features(graph.x, spec.normalize)
         return neighbour_probabilities(card, graph, torch.nonzero(graph.y < 0).view(-1))
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x`` (nodes, features), ``edge_index`` (2, edges) int64; ``size`` is the number of nodes (a graph is
+        one sample: the dynamic dimensions are its numbers of nodes and edges, not a batch)."""
+        x = torch.rand(size, card.input_spec["num_features"], generator=generator)
+        if card.input_spec.get("normalize"):
+            x = x / x.sum(1, keepdim=True)
+        edge_index = torch.randint(0, size, (2, 4 * size), generator=generator)
+        return {"x": x, "edge_index": edge_index}, {"x": {0: "nodes"}, "edge_index": {1: "edges"}}
 
     def default_recipe(self, family: str, path: str) -> Recipe:
         """The family's Planetoid recipe (``recipes/graph/FAMILY_citeseer.yaml``: its model arguments, Adam with lr

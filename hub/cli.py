@@ -112,14 +112,14 @@ def _print_policy(choice: dict) -> None:
 
 def cmd_finetune(args) -> int:
     from hub.finetune import finetune, format_comparison
+    from hub.kinds import kind_options
     from hub.predictor import format_predictor
     from hub.run.train import is_ddp_worker
 
-    genes = [g.strip() for g in args.genes.split(",")] if args.genes else None
+    options = {option.name: getattr(args, option.name) for option in kind_options()}  # None: not given
     run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
                                    policy=args.policy, budget_minutes=args.budget_minutes, report=print,
-                                   target=args.target, task=args.task, time=args.time, event=args.event, genes=genes,
-                                   outcomes=args.outcomes, label=args.label, predictor=args.predictor)
+                                   predictor=args.predictor, **options)
     if is_ddp_worker():
         return 0
     summary = json.loads((run_dir / "metrics.json").read_text())
@@ -165,6 +165,7 @@ def _open_out(path: str | None):
 def cmd_predict(args) -> int:
     from tqdm import tqdm
 
+    from hub.kinds import InputForm, kind_of
     from hub.models import load
     from hub.predict import file_predictions, shown_row, table_predictions, write_csv
 
@@ -173,7 +174,7 @@ def cmd_predict(args) -> int:
     model = load(args.name)
     card = model.pretrained_cfg
     if args.data:
-        if card.input_spec.get("kind") != "table":
+        if kind_of(card).input_form is not InputForm.ROWS:
             raise HubError(f"--data takes a table for tabular models; {args.name} takes input files "
                            f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
         with _open_out(args.out) as out_file:
@@ -274,7 +275,25 @@ def cmd_export(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _add_kind_options(p: argparse.ArgumentParser) -> None:
+    """The options of every registered input kind (:attr:`hub.kinds.InputKind.options`; imports every domain)."""
+    from hub.kinds import kind_options
+
+    for option in kind_options():
+        p.add_argument(f"--{option.name.replace('_', '-')}", dest=option.name, type=option.type,
+                       choices=option.choices, help=option.help)
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named in ``argv`` (its first word that is not an option), or None."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
+    """The parser of ``attnhub``; with ``kind_options``, ``finetune`` takes the options of every input kind (which
+    imports every domain: ``main`` asks for them only to run or show ``finetune``)."""
+    from hub.registry import CORE_DOMAIN, domain_packages
+
     parser = argparse.ArgumentParser(prog="attnhub", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     parser.add_argument("-v", "--verbose", action="store_true", help="show debug logs and full tracebacks")
@@ -282,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list registered models in a table")
     p.add_argument("pattern", nargs="?", help="glob over names, e.g. 'vit_*'")
-    p.add_argument("--domain", help="only this domain (vision, graph, audio, tabular, medical, timeseries)")
+    p.add_argument("--domain", help=f"only this domain ({', '.join([*domain_packages(), CORE_DOMAIN])})")
     p.add_argument("--task", help="only this task, e.g. image-classification")
     p.add_argument("--pretrained", action="store_true", help="only families with shipped weights")
     p.set_defaults(fn=cmd_list)
@@ -309,19 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "autoencoders any folder of unlabelled images, split 80/10/10), a CSV table with a header (tabular "
                    "models; split 70/15/15 automatically), a graph folder (nodes.csv, edges.csv; the features "
                    "row-normalised when all are non-negative, data.args.normalize=true/false to force), ...")
-    p.add_argument("--target", help="tables: the column to predict (default: the pretrained card's target)")
-    p.add_argument("--task", choices=("auto", "binary", "multiclass", "regression"),
-                   help="tables: the kind of target "
-                   "(default auto: text or few whole numbers = classes, else regression)")
-    p.add_argument("--time", help="survival tables: the follow-up time column (default: the card's, 'time')")
-    p.add_argument("--event", help="survival tables: the 0/1 event column (default: the card's, 'event')")
-    p.add_argument("--genes", help="survival tables: the gene columns, comma-separated, as many as the card's "
-                   "(default: the card's names); the clinical columns are the card's unless "
-                   "data.args.clinical_cols=[...] names others")
-    p.add_argument("--outcomes", help="ICU stays: the outcomes CSV with RecordID and the label column, in the folder "
-                   "or a path (default: the folder's one file named Outcomes*, such as Outcomes-a.txt)")
-    p.add_argument("--label", help="ICU stays: the 0/1 outcome column of the outcomes file (default: the card's, "
-                   "In-hospital_death)")
+    if kind_options:
+        _add_kind_options(p)
     p.add_argument("--policy", choices=("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr"),
                    default="auto",  # finetune.POLICIES
                    help="from a pretrained tag: 'linear-probe' trains the classifier alone; 'full' trains everything, "
@@ -459,7 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(kind_options=_command(argv) == "finetune")
     args, extra = parser.parse_known_args(argv)
     # A command's trailing list (key=value overrides, input files) may follow options
     # (`finetune NAME --data D trainer.max_epochs=2`, `predict NAME --out p.csv a.png b.png`), which argparse

@@ -8,10 +8,10 @@
 - ``preprocess.json``: the card's ``input_spec`` (what a runtime must do to raw data before the model), the
   model's input names, shapes and dtypes, and the ``output_names`` / ``label_names`` of its outputs.
 
-The example input that tracing needs comes from the card's ``input_spec`` through :data:`EXAMPLE_INPUTS`, one
-function per input kind. After writing, the artefact is run at batch sizes 1 and 3 and compared with eager
-PyTorch; a model that cannot be exported (an operator without an ONNX kernel, data-dependent control flow,
-random draws in its forward) raises a :class:`HubError` naming the reason.
+The example input that tracing needs comes from the card's input kind (:meth:`hub.kinds.InputKind.example_input`, in
+its domain's ``kinds.py``), in the shapes of the card's ``input_spec``. After writing, the artefact is run at batch
+sizes 1 and 3 and compared with eager PyTorch; a model that cannot be exported (an operator without an ONNX kernel,
+data-dependent control flow, random draws in its forward) raises a :class:`HubError` naming the reason.
 """
 from __future__ import annotations
 
@@ -26,101 +26,20 @@ import tempfile
 import traceback
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
 from hub.cards import REPO_ROOT, PretrainedCfg, atomic_write_bytes
 from hub.errors import HubError
+from hub.kinds import KINDS, kinds_supporting, registered_kind
 from hub.predictor import predictor_module
-from hub.registry import (
-    TIMM_PREFIX,
-    Registry,
-    get_model_entry,
-    get_pretrained_cfg,
-    is_run_path,
-    pretrained_tags,
-    split_name,
-)
+from hub.registry import TIMM_PREFIX, get_model_entry, get_pretrained_cfg, is_run_path, pretrained_tags, split_name
 
 FORMATS = ("onnx", "pt2")
 CHECK_SIZES = (1, 3)  # the artefact must give eager PyTorch's outputs at these batch sizes
 TOLERANCE = 1e-4  # max abs difference, fp32, of the check after writing
 EXPORT_SIZE = 2  # batch size of the traced example: 1 would let the exporters specialise the batch dimension
-
-# fn(input_spec, model_args, size, generator) -> ({input name: tensor}, {input name: {dim: axis name}})
-ExampleInput = Callable[[dict[str, Any], dict[str, Any], int, torch.Generator],
-                        tuple[dict[str, torch.Tensor], dict[str, dict[int, str]]]]
-EXAMPLE_INPUTS: Registry[ExampleInput] = Registry("example input for input kind")
-
-
-def _batched(inputs: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, dict[int, str]]]:
-    return inputs, {name: {0: "batch"} for name in inputs}
-
-
-@EXAMPLE_INPUTS.decorator("image")
-@EXAMPLE_INPUTS.decorator("scene")
-def image_input(spec, model_args, size, generator):
-    """``x`` (B, C, H, W): normalised pixels."""
-    return _batched({"x": torch.randn(size, spec["channels"], spec["height"], spec["width"], generator=generator)})
-
-
-@EXAMPLE_INPUTS.decorator("audio")
-def audio_input(spec, model_args, size, generator):
-    """``x`` (B, mel bins, frames): normalised log-mel spectrograms."""
-    return _batched({"x": torch.randn(size, spec["num_mel_bins"], spec["target_frames"], generator=generator)})
-
-
-@EXAMPLE_INPUTS.decorator("table")
-def table_input(spec, model_args, size, generator):
-    """``x_num`` (B, numeric columns and missing indicators) float32, ``x_cat`` (B, categorical columns) int64
-    codes below each column's cardinality."""
-    cardinalities = torch.tensor(model_args["cat_cardinalities"], dtype=torch.float64)
-    codes = (torch.rand(size, len(cardinalities), generator=generator, dtype=torch.float64) * cardinalities).long()
-    return _batched({"x_num": torch.randn(size, model_args["num_numeric"], generator=generator), "x_cat": codes})
-
-
-@EXAMPLE_INPUTS.decorator("survival_table")
-def survival_table_input(spec, model_args, size, generator):
-    """``clinical`` (B, clinical columns), ``genes`` (B, genes) standardised, ``gene_mask`` (B, genes) bool: True
-    where a gene was measured."""
-    genes = torch.randn(size, len(spec["genes"]), generator=generator)
-    return _batched({"clinical": torch.randn(size, len(spec["clinical"]), generator=generator), "genes": genes,
-                     "gene_mask": torch.rand(size, len(spec["genes"]), generator=generator) < 0.9})
-
-
-@EXAMPLE_INPUTS.decorator("icu_stays")
-def icu_stays_input(spec, model_args, size, generator):
-    """``values`` (B, hours, variables) scaled, last observation carried forward; ``mask`` (B, hours, variables)
-    bool: observed that hour; ``static`` (B, admission descriptors)."""
-    shape = (size, spec["hours"], len(spec["variables"]))
-    return _batched({"values": torch.rand(shape, generator=generator), "mask": torch.rand(shape, generator=generator)
-                     < 0.3, "static": torch.randn(size, model_args["num_static"], generator=generator)})
-
-
-@EXAMPLE_INPUTS.decorator("sensor_series")
-def sensor_series_input(spec, model_args, size, generator):
-    """``x`` (B, window cycles, sensors): min-max scaled sensor readings."""
-    return _batched({"x": torch.rand(size, spec["window"], len(spec["sensors"]), generator=generator)})
-
-
-@EXAMPLE_INPUTS.decorator("traffic_series")
-def traffic_series_input(spec, model_args, size, generator):
-    """``x`` (B, input steps, sensors, 2): standardised speed and time of day (fraction of the day)."""
-    speed = torch.randn(size, spec["input_steps"], spec["num_nodes"], 1, generator=generator)
-    time_of_day = torch.rand(size, spec["input_steps"], 1, 1, generator=generator).expand_as(speed)
-    return _batched({"x": torch.cat([speed, time_of_day], -1)})
-
-
-@EXAMPLE_INPUTS.decorator("graph")
-def graph_input(spec, model_args, size, generator):
-    """``x`` (nodes, features), ``edge_index`` (2, edges) int64; ``size`` is the number of nodes (a graph is
-    one sample: the dynamic dimensions are its numbers of nodes and edges, not a batch)."""
-    x = torch.rand(size, spec["num_features"], generator=generator)
-    if spec.get("normalize"):
-        x = x / x.sum(1, keepdim=True)
-    edge_index = torch.randint(0, size, (2, 4 * size), generator=generator)
-    return {"x": x, "edge_index": edge_index}, {"x": {0: "nodes"}, "edge_index": {1: "edges"}}
 
 
 def example_inputs(card: PretrainedCfg, size: int, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -130,23 +49,27 @@ def example_inputs(card: PretrainedCfg, size: int, seed: int = 0) -> dict[str, t
 
 
 def _example(card: PretrainedCfg, size: int, seed: int = 0):
-    kind = card.input_spec.get("kind")
-    if kind is None:
+    """``(inputs, axes)``: the example input of the card's kind (:meth:`hub.kinds.InputKind.example_input`)."""
+    name = card.input_spec.get("kind")
+    if name is None:
         raise HubError(f"the card of {card.name} has no input_spec.kind; cannot tell what input to export with")
-    if kind not in EXAMPLE_INPUTS:
-        raise HubError(f"no example input for inputs of kind {kind!r} (available: {EXAMPLE_INPUTS.names()})")
-    return EXAMPLE_INPUTS.get(kind)(card.input_spec, card.model_args, size, torch.Generator().manual_seed(seed))
+    kind = registered_kind(name)
+    if kind is None:
+        raise HubError(f"no example input for inputs of kind {name!r}, which no domain registers (available: "
+                       f"{kinds_supporting('example_input')})")
+    return kind.example_input(card, size, torch.Generator().manual_seed(seed))
 
 
 def _inferred_card(family: str, model: torch.nn.Module) -> PretrainedCfg:
-    """A card for the untrained ``family`` built with its default arguments: the input spec is an audio model's
-    ``input_size`` (mel bins, frames) or that of one of the family's shipped tags, the first the model runs on."""
+    """A card for the untrained ``family`` built with its default arguments: the input spec is one that a kind of
+    its domain reads off the model (:meth:`hub.kinds.InputKind.input_spec_of`: an audio model's ``input_size``) or
+    that of one of the family's shipped tags, the first the model runs on."""
     entry = get_model_entry(family)
     defaults = {k: p.default for k, p in inspect.signature(entry.builder).parameters.items()
                 if p.default is not p.empty}
-    specs = [get_pretrained_cfg(tag).input_spec for tag in pretrained_tags(family)]
-    if entry.domain == "audio" and getattr(model, "input_size", None) is not None:
-        specs.insert(0, {"kind": "audio", "num_mel_bins": model.input_size[0], "target_frames": model.input_size[1]})
+    own = [KINDS.get(name)().input_spec_of(model) for name in KINDS.names() if KINDS.get(name).domain == entry.domain]
+    specs = [*(spec for spec in own if spec is not None),
+             *(get_pretrained_cfg(tag).input_spec for tag in pretrained_tags(family))]
     for spec in specs:
         card = PretrainedCfg(name=family, sha256="", num_bytes=0, task=entry.task, model_args=defaults,
                              input_spec=spec, notes="untrained: exported with the family's default arguments")
@@ -157,7 +80,8 @@ def _inferred_card(family: str, model: torch.nn.Module) -> PretrainedCfg:
             continue
         return card
     raise HubError(f"{family!r} is an untrained family with no model card, and its input cannot be inferred (from "
-                   "a shipped tag's input_spec or an audio model's input_size); export a pretrained tag or a run "
+                   "a shipped tag's input_spec or what the model says of its input, such as an audio model's "
+                   "input_size); export a pretrained tag or a run "
                    "folder, whose card's input_spec says what the model takes")
 
 
@@ -177,9 +101,10 @@ def _model_and_card(name: str) -> tuple[torch.nn.Module, PretrainedCfg]:
 def _user_frame(err: BaseException) -> str:
     """``path:line in function: code`` of the innermost frame of this repository's code (not this module) in the
     traceback of ``err``: where a model's forward did what the exporter could not follow."""
-    from hub.registry import DOMAINS
+    from hub.registry import domain_packages
 
-    ours = {"hub", *DOMAINS}  # by package, so a virtual environment inside the checkout (.venv/...) is not ours
+    # by package, so a virtual environment inside the checkout (.venv/...) is not ours
+    ours = {"hub", *domain_packages()}
     frames = [f for f in traceback.extract_tb(err.__traceback__)
               if Path(f.filename).is_relative_to(REPO_ROOT) and Path(f.filename) != Path(__file__)
               and Path(f.filename).relative_to(REPO_ROOT).parts[0] in ours]

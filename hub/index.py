@@ -5,6 +5,9 @@ and ``attnhub info`` answer from JSON without importing torch-heavy domain packa
 the registry itself; ``tests/unit/test_registry.py`` fails when it is out of date. Regenerate it with::
 
     python -m hub.index
+
+The domain packages are those the index names (:func:`hub.registry.domain_packages`); a new domain enters it once
+with ``python -m hub.index --domain NAME``.
 """
 from __future__ import annotations
 
@@ -59,16 +62,18 @@ def family_info(family: str) -> dict[str, Any]:
     return dict(info) if info is not None else family_record(get_model_entry(family))
 
 
-def build_index() -> dict[str, dict[str, dict[str, Any]]]:
-    """The index of everything registered, after importing every domain package."""
+def build_index(new_domains: tuple[str, ...] = ()) -> dict[str, dict[str, dict[str, Any]]]:
+    """The index of everything registered, after importing every domain package: those of the current index and
+    ``new_domains`` (packages that register families or datasets and are not indexed yet)."""
     from hub import registry
 
     registry._index_disabled = True  # the file being replaced says nothing of what registers
     try:
-        registry._discover()
+        registry.import_domains(new_domains)
     finally:
         registry._index_disabled = False
-    shipped = {*registry.DOMAINS, *registry.CORE_MODULES}  # not what a user or a test registered at run time
+    # not what a user or a test registered at run time
+    shipped = {*registry.domain_packages(), *new_domains, *registry.CORE_MODULES}
     models = [registry.MODELS.get(n) for n in registry.MODELS.names()]
     datasets = [registry.DATASETS.get(n) for n in registry.DATASETS.names()]
     return {"families": {e.name: family_record(e) for e in models
@@ -82,11 +87,17 @@ def index_text(index: dict) -> str:
     return json.dumps(index, indent=1, sort_keys=True) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
     from hub.io import atomic_write_bytes
     from hub.registry import INDEX_PATH, _read_index_file
 
-    atomic_write_bytes(INDEX_PATH, index_text(build_index()).encode())
+    parser = argparse.ArgumentParser(prog="python -m hub.index", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--domain", action="append", default=[], metavar="PACKAGE",
+                        help="a new domain package to index (repeatable); indexed domains are imported anyway")
+    args = parser.parse_args(argv)
+    atomic_write_bytes(INDEX_PATH, index_text(build_index(tuple(args.domain))).encode())
     _read_index_file.cache_clear()
     print(f"wrote {INDEX_PATH.name}")
 

@@ -25,6 +25,19 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   lets ``attnhub finetune FAMILY --data PATH`` train such a family from scratch, with no pretrained tag (e.g.
   ``tabr`` on a CSV never seen before): a :class:`~hub.recipe.Recipe` (:func:`hub.recipe.scratch_recipe`), from the
   recipe file whose numbers it shares, else from the kind's typed sections.
+- ``example_input(card, size, generator)`` gives seeded inputs of the card's shapes, which export traces
+  (:mod:`hub.exporter`); ``input_spec_of(model)`` the ``input_spec`` of an untrained model of the kind's domain
+  from what the model says of its input (an audio model's ``input_size``), or None.
+
+What a kind declares as data, read by the core through the kind and never by its name:
+
+- ``ood``: an :class:`OODProfile`, the out-of-distribution scores its inputs get (:mod:`hub.uncertainty.ood`), with
+  the hooks ``ood_values(inputs)`` (the model's input as numbers, for the range check) and
+  ``ood_rows(frame, card_spec)`` (a table's raw rows as numbers, where the profile reads ``rows``);
+- ``input_form``: an :class:`InputForm`, how ``predict`` and ``serve`` take its inputs (files, one prediction per
+  file, a folder, the rows of a table) and so whether ``serve`` batches requests into one model call;
+- ``options``: the keyword options (:class:`KindOption`) of its ``finetune_data`` and ``default_recipe``
+  (``--target``, ``--time``, ...), which ``attnhub finetune`` lists with their help.
 
 An operation a kind does not support raises :class:`DataError` naming the kind and the operation.
 
@@ -37,6 +50,7 @@ An operation a kind does not support raises :class:`DataError` naming the kind a
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +58,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from hub.errors import DataError
 from hub.recipe import DataSection, Recipe
-from hub.registry import Registry, get_model_entry
+from hub.registry import Registry, get_model_entry, import_domains
 
 
 @dataclass(frozen=True)
@@ -106,14 +120,51 @@ class BaselineResult:
     predictor: PredictorData | None = None
 
 
+@dataclass(frozen=True)
+class OODProfile:
+    """The out-of-distribution scores a kind's inputs get (:mod:`hub.uncertainty.ood`, whose module docstring says
+    what each measures). The default: the model's own score alone (Mahalanobis of its penultimate features, else the
+    energy of a classifier's logits)."""
+
+    input_scores: tuple[str, ...] = ()  # scores of the input added to the model's: range, inputs, grey_energy, ...
+    reconstruction: bool = False  # an autoencoder (its output rebuilds its input): scored by the reconstruction error
+    graph_nodes: bool = False  # node classification on one graph whose masks name the splits: logits' energy
+    rows: bool = False  # the range check reads a table's raw rows (``ood_rows``), not the model's input
+    range_dims: int = 1  # trailing dimensions of the values with a range of their own (2: per sensor and channel)
+    never_empty: bool = False  # an empty value (NaN) where training had none is unseen (a survival table's gene)
+    summary: Callable[[Any, dict[str, Any]], Any] | None = None  # the ``inputs`` score's (B, ...) -> (B, S) summary
+
+
+class InputForm(enum.Enum):
+    """How ``predict`` and ``serve`` take a kind's inputs (:mod:`hub.predict`, :mod:`hub.serve`)."""
+
+    FILES = enum.auto()  # input files, each request's read on its own (its reader infers a file's columns from it)
+    FILE_EACH = enum.auto()  # one prediction per file, named by its path: serve batches requests into one model call
+    FOLDER = enum.auto()  # the files of a request form one input, a folder (a graph's nodes.csv and edges.csv)
+    ROWS = enum.auto()  # the rows of a table: ``predict --data TABLE.csv``, serve's JSON body ``{"rows": [...]}``
+
+
+@dataclass(frozen=True)
+class KindOption:
+    """A keyword option of a kind's ``finetune_data`` and ``default_recipe``, given as ``attnhub finetune --NAME``."""
+
+    name: str  # the keyword, and the flag (underscores as dashes)
+    help: str  # the flag's help, saying which inputs it is for
+    choices: tuple[str, ...] | None = None  # the values it takes (None: any)
+    type: Callable[[str], Any] | None = None  # from the flag's text to the keyword's value (None: the text)
+
+
 class InputKind:
-    """One input kind: subclass it, set ``name``, ``domain`` and ``Spec``, define the operations the kind supports,
-    and decorate the class with :func:`register_kind`."""
+    """One input kind: subclass it, set ``name``, ``domain`` and ``Spec``, declare what differs from the defaults
+    below, define the operations the kind supports, and decorate the class with :func:`register_kind`."""
 
     name: ClassVar[str]
     domain: ClassVar[str]  # the domain package that registers the kind
     tasks: ClassVar[tuple[str, ...]] = ()  # the family tasks (ModelEntry.task) whose default recipe the kind gives
     Spec: ClassVar[type[KindSpec]] = KindSpec
+    ood: ClassVar[OODProfile] = OODProfile()  # the out-of-distribution scores of its inputs
+    input_form: ClassVar[InputForm] = InputForm.FILES  # how predict and serve take its inputs
+    options: ClassVar[tuple[KindOption, ...]] = ()  # the options of finetune_data and default_recipe
 
     def spec(self, card) -> Any:
         """The card's ``input_spec`` as this kind's typed :attr:`Spec`."""
@@ -173,13 +224,33 @@ class InputKind:
         """The recipe training the untrained ``family`` (of a task in :attr:`tasks`) on the data at ``path``."""
         raise self.unsupported(DEFAULT_RECIPE)
 
+    def example_input(self, card, size: int, generator) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
+        """Seeded inputs of ``size`` samples in the shapes and dtypes the model of ``card`` takes, named as its
+        ``forward`` arguments, and the dynamic axes of each (``{name: {dim: axis name}}``): what export traces."""
+        raise self.unsupported(EXAMPLE_INPUT)
+
+    def input_spec_of(self, model) -> dict[str, Any] | None:
+        """The ``input_spec`` of an untrained ``model`` of this kind's domain, from what the model says of its input;
+        None when it says nothing (export then tries the input specs of the family's tags)."""
+        return None
+
+    def ood_values(self, inputs) -> Any:
+        """The model's input (a tensor, or a dict of its keyword inputs) as the numbers (B, ..., F) that the range
+        check reads: the tensor, or the dict's ``x``."""
+        return (inputs["x"] if isinstance(inputs, dict) else inputs).detach().float().cpu().numpy()
+
+    def ood_rows(self, frame, card_spec: dict[str, Any]) -> tuple[Any, Any]:
+        """For a kind whose :class:`OODProfile` reads ``rows``: ``(numbers (N, F), unseen (N,))`` of the raw table
+        rows ``frame``, ``card_spec`` being the card's ``input_spec``."""
+        raise DataError(f"the range check of inputs of kind {self.name!r} reads the model's input, not table rows")
+
 
 KINDS: Registry[type[InputKind]] = Registry("input kind")
-FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE, TRANSFORM = (
+FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE, TRANSFORM, EXAMPLE_INPUT = (
     "fine-tuning on user data", "prediction from files", "explanations", "a default recipe for user data",
-    "preprocessing of raw inputs")
+    "preprocessing of raw inputs", "an example input for export")
 _OPERATIONS = {FINETUNE: "finetune_data", PREDICT: "predict", EXPLAIN: "explain", DEFAULT_RECIPE: "default_recipe",
-               TRANSFORM: "transform"}
+               TRANSFORM: "transform", EXAMPLE_INPUT: "example_input"}
 
 
 def register_kind(cls: type[InputKind]) -> type[InputKind]:
@@ -204,9 +275,35 @@ def predict_per_file(model, paths: Iterable[str], read: Callable[[str], Any],
         yield names, model(torch.stack(inputs))
 
 
+def batch_axes(inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
+    """``(inputs, axes)`` of :meth:`InputKind.example_input` for inputs whose first dimension is the batch."""
+    return inputs, {name: {0: "batch"} for name in inputs}
+
+
 def kinds_supporting(method: str) -> list[str]:
     """The registered kinds that define ``method`` (override the base class's)."""
     return [n for n in KINDS.names() if getattr(KINDS.get(n), method) is not getattr(InputKind, method)]
+
+
+def registered_kind(name: str | None) -> InputKind | None:
+    """The registered kind ``name`` (every domain imported when it is not registered yet), or None: the inputs of a
+    card with no kind, or of a kind no domain registers, such as the core demos' sets."""
+    if name is not None and name not in KINDS:
+        import_domains()
+    return KINDS.get(name)() if name in KINDS else None
+
+
+def kind_options() -> list[KindOption]:
+    """The options of every registered kind (every domain imported), once per name; where two kinds declare one
+    name, its help joins theirs."""
+    import_domains()
+    found: dict[str, KindOption] = {}
+    for name in KINDS.names():
+        for option in KINDS.get(name).options:
+            known = found.setdefault(option.name, option)
+            if option.help not in known.help:
+                found[option.name] = dataclasses.replace(known, help=f"{known.help}; {option.help}")
+    return list(found.values())
 
 
 def kind_of(card) -> InputKind:

@@ -26,9 +26,9 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from hub.errors import RegistryError, UnknownModelError
 
-DOMAINS = ("vision", "graph", "audio", "tabular", "medical", "timeseries")
 # Core modules that register demonstration models and datasets of their own (domain "core").
 CORE_MODULES = ("hub.demos.set_tasks",)
+CORE_DOMAIN = "core"
 _FAMILY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 TIMM_PREFIX = "timm/"
@@ -49,6 +49,16 @@ def read_index() -> dict[str, dict[str, dict[str, Any]]]:
     if _index_disabled or not INDEX_PATH.is_file():
         return {"families": {}, "datasets": {}}
     return _read_index_file()
+
+
+def domain_packages() -> list[str]:
+    """The domain packages: those that ``hub/index.json`` says register families or datasets, less the core modules
+    (a new domain enters with ``python -m hub.index --domain NAME``). Read from the file even while the index is
+    being rebuilt, which imports them."""
+    if not INDEX_PATH.is_file():
+        return []
+    return sorted({record["package"] for section in _read_index_file().values() for record in section.values()}
+                  - set(CORE_MODULES))
 
 
 def package_of(module: str) -> str:
@@ -230,13 +240,14 @@ def _import_package(package: str) -> None:
         return
     _imported.add(package)
     importlib.import_module(package)
-    if package in DOMAINS:
+    if package in domain_packages():
         _read_cards(package)
 
 
-def _discover() -> None:
-    """Import every domain package and core module (for listing what the index does not know)."""
-    for package in (*CORE_MODULES, *DOMAINS):
+def import_domains(extra: tuple[str, ...] = ()) -> None:
+    """Import every domain package (and ``extra`` ones, not indexed yet) and core module, so that everything they
+    register (families, datasets, input kinds) is registered: for listing what the index does not know."""
+    for package in (*CORE_MODULES, *domain_packages(), *extra):
         if package in CORE_MODULES and importlib.util.find_spec(package) is None:
             continue
         _import_package(package)
@@ -250,7 +261,7 @@ def _import_family(family: str) -> None:
     if package is not None:
         _import_package(package)
     if family not in MODELS:
-        _discover()
+        import_domains()
 
 
 def is_run_path(name: str) -> bool:
@@ -273,7 +284,7 @@ def split_name(name: str) -> tuple[str, str | None]:
 
 
 def _all_names() -> list[str]:
-    for domain in DOMAINS:
+    for domain in domain_packages():
         _read_cards(domain)
     return sorted({*read_index()["families"], *MODELS.names(), *PRETRAINED.names()})
 
@@ -291,12 +302,12 @@ def get_pretrained_cfg(name: str):
     """The card of a shipped tag; for an indexed family it reads only JSON (no domain is imported)."""
     family, _ = split_name(name)
     domain = read_index()["families"].get(family, {}).get("domain")
-    if domain in DOMAINS:
+    if domain in domain_packages():
         _read_cards(domain)
     if name in PRETRAINED:
         return PRETRAINED.get(name)
     entry = get_model_entry(name)
-    if entry.domain in DOMAINS:
+    if entry.domain in domain_packages():
         _read_cards(entry.domain)
     if name not in PRETRAINED:
         tags = pretrained_tags(entry.name)
@@ -311,7 +322,7 @@ def get_dataset_entry(name: str) -> DatasetEntry:
         if package is not None:
             _import_package(package)
         if name not in DATASETS:
-            _discover()
+            import_domains()
     if name not in DATASETS:
         raise UnknownModelError(f"unknown dataset {name!r}; closest names: "
                                 f"{closest_names(name, DATASETS.names())}")
@@ -325,12 +336,13 @@ def list_models(pattern: str | None = None, domain: str | None = None, task: str
     With ``pretrained=True`` the ``family.tag`` names of shipped weights are listed instead of families.
     Reads the index and the cards; imports no domain package.
     """
-    if domain is not None and domain not in DOMAINS + ("core",):
-        raise UnknownModelError(f"unknown domain {domain!r}; expected one of {', '.join(DOMAINS + ('core',))}")
+    domains = [*domain_packages(), CORE_DOMAIN]
+    if domain is not None and domain not in domains:
+        raise UnknownModelError(f"unknown domain {domain!r}; expected one of {', '.join(domains)}")
     families = {**read_index()["families"], **{n: {"domain": MODELS.get(n).domain, "task": MODELS.get(n).task}
                                                 for n in MODELS.names()}}
     if pretrained:
-        for d in DOMAINS:
+        for d in domain_packages():
             _read_cards(d)
     names = PRETRAINED.names() if pretrained else sorted(families)
     return [name for name in names
@@ -345,6 +357,6 @@ def list_datasets(domain: str | None = None) -> list[str]:
 
 
 def pretrained_tags(family: str) -> list[str]:
-    for domain in DOMAINS:
+    for domain in domain_packages():
         _read_cards(domain)
     return sorted(n for n in PRETRAINED.names() if n.split(".")[0] == family)

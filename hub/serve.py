@@ -1,7 +1,7 @@
 """``attnhub serve``: a pretrained tag or run folder behind HTTP, answering what ``attnhub predict`` prints.
 
 - ``POST /predict``: for a model of input files (images, WAV files, sensor CSVs, ...) a multipart upload of the
-  files (``curl -F files=@digit.png ...``); for a table model (input kind ``table``) a JSON body
+  files (``curl -F files=@digit.png ...``); for a table model (an input kind of form ``InputForm.ROWS``) a JSON body
   ``{"rows": [{column: value, ...}, ...]}``. The answer is ``{"model": NAME, "predictions": [{column: cell, ...}]}``,
   one object per prediction with the columns and cells of ``attnhub predict --out``'s CSV: ``file`` (the uploaded
   file's name), then ``class_1``, ``prob_1``, ... (``?top_k=3``) or the card's output names; for a table ``row``
@@ -12,11 +12,11 @@
 Every request's inputs are written to a temporary folder of its own and read by the same readers as ``predict``
 (:func:`hub.kinds.predict_logits`, :mod:`hub.predict`), and answered by the card's predictor as ``predict`` is (the
 model, or its input kind's baseline or their blend: :mod:`hub.predictor`). Dynamic batching: requests wait in an
-asyncio queue; one worker task takes those that arrive within ``max_wait_ms`` of the first, up to
-``max_batch_size`` inputs, and runs the model on them in a thread, so the event loop keeps accepting requests
-meanwhile. Kinds of one prediction per file (:data:`BATCHED_KINDS`) go through one model call per batch; the other
-kinds read each request's table, graph or speed file on its own (their readers infer a file's column types from
-that file alone), so a batch calls the model once per request. A batch that fails is run again request by
+asyncio queue; one worker task takes those that arrive within ``max_wait_ms`` of the first, up to ``max_batch_size``
+inputs, and runs the model on them in a thread, so the event loop keeps accepting requests meanwhile. Kinds of one
+prediction per file (``InputForm.FILE_EACH``, :class:`hub.kinds.InputForm`) go through one model call per batch; the
+other kinds read each request's table, graph or speed file on its own (their readers infer a file's column types
+from that file alone), so a batch calls the model once per request. A batch that fails is run again request by
 request, so a bad file fails its own request only. Probabilities equal ``predict``'s up to float rounding: a CPU
 matrix product rounds differently for different batch sizes (so does ``predict --batch-size``), which moves a
 probability's 6th decimal now and then.
@@ -39,17 +39,13 @@ from typing import Any
 import torch
 
 from hub.errors import DataError, HubError
-from hub.kinds import kind_of, kinds_supporting, predict_logits
+from hub.kinds import InputForm, kind_of, kinds_supporting, predict_logits
 from hub.predict import file_predictions, predicted_values, predictor_mix, table_predictions, value_cells
 from hub.uncertainty.ood import HEADER as OOD_HEADER
 from hub.uncertainty.ood import PredictionScorer
 
 log = logging.getLogger(__name__)
 
-# Input kinds whose reader gives one prediction per file, named by its path: a batch of requests is one model call.
-BATCHED_KINDS = frozenset({"image", "audio", "sensor_series"})
-FOLDER_KINDS = frozenset({"graph"})  # the files of a request are one input: a folder (nodes.csv, edges.csv)
-TABLE_KIND = "table"
 ROWS_NAME = "rows.csv"  # a table request's JSON rows, written as CSV for the table reader
 
 
@@ -81,6 +77,7 @@ class BatchingPredictor:
                            f"{max_wait_ms}")
         self.model, self.card = model, model.pretrained_cfg
         self.kind = self.card.input_spec.get("kind")
+        self.form = kind_of(self.card).input_form  # how requests give the inputs, and whether they batch
         self.max_batch_size, self.max_wait = max_batch_size, max_wait_ms / 1000
         self.queue: asyncio.Queue[Job] = asyncio.Queue()
         self.requests = self.batches = 0
@@ -121,7 +118,7 @@ class BatchingPredictor:
 
     def answers(self, jobs: list[Job]) -> list[list[dict[str, str]] | Exception]:
         """Per job, its predictions or the error its inputs raised (in the worker thread)."""
-        if self.kind in BATCHED_KINDS and len(jobs) > 1:
+        if self.form is InputForm.FILE_EACH and len(jobs) > 1:
             try:
                 return self._batched(jobs)
             except Exception as err:  # some job's input: each job runs alone, to find which
@@ -161,7 +158,7 @@ class BatchingPredictor:
 
     def _alone(self, job: Job) -> list[dict[str, str]]:
         paths = [str(p) for p in job.paths]
-        if self.kind == TABLE_KIND:
+        if self.form is InputForm.ROWS:
             batches = table_predictions(self.model, paths[0], self.max_batch_size)
         else:
             batches = file_predictions(self.model, paths, self.max_batch_size, job.top_k)
@@ -241,8 +238,8 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
         folder = Path(tempfile.mkdtemp(prefix="attnhub-serve-"))
         try:
             try:
-                job = await (_table_job(request, folder, top_k) if predictor.kind == TABLE_KIND
-                             else _file_job(request, folder, top_k, predictor.kind))
+                job = await (_table_job(request, folder, top_k) if predictor.form is InputForm.ROWS
+                             else _file_job(request, folder, top_k, predictor.kind, predictor.form))
             except DataError as err:
                 return refuse(400, str(err))
             try:
@@ -276,7 +273,7 @@ async def _table_job(request, folder: Path, top_k: int) -> Job:
     return Job(folder, [path], {str(path): "the JSON rows"}, size, top_k)
 
 
-async def _file_job(request, folder: Path, top_k: int, kind: str) -> Job:
+async def _file_job(request, folder: Path, top_k: int, kind: str, form: InputForm) -> Job:
     from starlette.datastructures import UploadFile
 
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
@@ -291,12 +288,12 @@ async def _file_job(request, folder: Path, top_k: int, kind: str) -> Job:
         name = Path(upload.filename or "").name
         if name in ("", ".", ".."):
             raise DataError(f"uploaded file {number + 1} has no file name; give each file its name (filename=...)")
-        path = folder / name if kind in FOLDER_KINDS else folder / str(number) / name
+        path = folder / name if form is InputForm.FOLDER else folder / str(number) / name
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(await upload.read())
         paths.append(path)
         shown[str(path)] = name
-    if kind in FOLDER_KINDS:
+    if form is InputForm.FOLDER:
         return Job(folder, [folder], shown, 1, top_k)
     return Job(folder, paths, shown, len(paths), top_k)
 

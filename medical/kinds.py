@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
 import torch
 
 from hub.data import read_csv_frame, row_numbers
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+from hub.kinds import BaselineResult, InputKind, KindOption, KindSpec, OODProfile, batch_axes, register_kind
 from hub.predictor import blend_of, load_arrays
 from hub.recipe import (
     DataSection,
@@ -60,6 +61,14 @@ class SurvivalTableKind(InputKind):
 
     name, domain, Spec = "survival_table", "medical", SurvivalTableSpec
     tasks = ("survival",)
+    ood = OODProfile(input_scores=("range",), never_empty=True)  # the range check of the covariates
+    options = (
+        KindOption("time", "survival tables: the follow-up time column (default: the card's, 'time')"),
+        KindOption("event", "survival tables: the 0/1 event column (default: the card's, 'event')"),
+        KindOption("genes", "survival tables: the gene columns, comma-separated, as many as the card's (default: "
+                   "the card's names); the clinical columns are the card's unless data.args.clinical_cols=[...] "
+                   "names others", type=lambda text: [g.strip() for g in text.split(",")] if text else None),
+    )
 
     def finetune_data(self, card, path: str, time: str | None = None, event: str | None = None,
                       genes: list[str] | None = None) -> DataSection:
@@ -137,6 +146,23 @@ class SurvivalTableKind(InputKind):
                 yield names[start:start + batch_size], model(**{k: v[start:start + batch_size]
                                                                  for k, v in inputs.items()})
 
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``clinical`` (B, clinical columns), ``genes`` (B, genes) standardised, ``gene_mask`` (B, genes) bool: True
+        where a gene was measured."""
+        spec = card.input_spec
+        genes = torch.randn(size, len(spec["genes"]), generator=generator)
+        return batch_axes({"clinical": torch.randn(size, len(spec["clinical"]), generator=generator), "genes": genes,
+                           "gene_mask": torch.rand(size, len(spec["genes"]), generator=generator) < 0.9})
+
+    def ood_values(self, inputs: dict[str, torch.Tensor]) -> np.ndarray:
+        """The covariates (B, G + C): the genes (NaN where ``gene_mask`` is False), then the clinical values."""
+        parts = [inputs["clinical"]]
+        if inputs.get("genes") is not None:
+            genes = inputs["genes"].float()
+            parts.insert(0, genes.masked_fill(~inputs["gene_mask"], float("nan")) if inputs.get("gene_mask") is not None
+                         else genes)
+        return torch.cat([p.float() for p in parts], 1).detach().cpu().numpy()
+
     def transform(self, card) -> Callable[[Any], dict[str, torch.Tensor]]:
         """Patients' raw rows (a pandas DataFrame or CSV path with the card's gene and clinical columns, others
         ignored, or an (N, G + C) array in the card's column order, genes first, as the DeepSurv METABRIC file's
@@ -190,6 +216,12 @@ class IcuStaysKind(InputKind):
 
     name, domain, Spec = "icu_stays", "medical", IcuStaysSpec
     tasks = ("classification",)  # the task of the ICU families, tfcam and icu_gru (the other domains name theirs)
+    options = (
+        KindOption("outcomes", "ICU stays: the outcomes CSV with RecordID and the label column, in the folder or a "
+                   "path (default: the folder's one file named Outcomes*, such as Outcomes-a.txt)"),
+        KindOption("label", "ICU stays: the 0/1 outcome column of the outcomes file (default: the card's, "
+                   "In-hospital_death)"),
+    )
 
     def finetune_data(self, card, path: str, outcomes: str | None = None, label: str | None = None
                       ) -> DataSection:
@@ -234,6 +266,14 @@ class IcuStaysKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_stays(card, model, inputs, out_dir)
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``values`` (B, hours, variables) scaled, last observation carried forward; ``mask`` (B, hours, variables)
+        bool: observed that hour; ``static`` (B, admission descriptors)."""
+        shape = (size, card.input_spec["hours"], len(card.input_spec["variables"]))
+        return batch_axes({"values": torch.rand(shape, generator=generator),
+                           "mask": torch.rand(shape, generator=generator) < 0.3,
+                           "static": torch.randn(size, card.model_args["num_static"], generator=generator)})
 
     def baseline(self, run_dir) -> BaselineResult:
         return logistic_regression_on_run_split(run_dir)

@@ -254,3 +254,20 @@ class TabularPreprocessor:
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> "TabularPreprocessor":
         return cls(**state)
+
+
+def table_cells(frame: pd.DataFrame, preprocessor: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """``(numbers (N, F), unseen (N,))`` of a raw table, for the OOD range check (:mod:`hub.uncertainty.ood`): its
+    numeric columns as float (NaN when empty or not a number) and, per row, whether it has a category not seen in
+    training or an empty cell in a numeric column that was never empty in training. ``preprocessor``: the card's
+    ``input_spec["preprocessor"]`` (:meth:`TabularPreprocessor.to_dict`)."""
+    numbers = np.stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)
+                        for c in preprocessor["numeric"]], 1) if preprocessor["numeric"] else np.zeros((len(frame), 0))
+    unseen = np.zeros(len(frame), bool)
+    for j, column in enumerate(preprocessor["numeric"]):
+        if column not in preprocessor["indicators"]:
+            unseen |= np.isnan(numbers[:, j])
+    for column, known in zip(preprocessor["categorical"], preprocessor["categories"]):
+        cells = frame[column]
+        unseen |= cells.notna().to_numpy() & ~cells.astype(str).str.strip().isin(set(known)).to_numpy()
+    return numbers, unseen

@@ -15,11 +15,11 @@ import torch
 
 from hub.data import row_numbers
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputKind, KindSpec, register_kind
+from hub.kinds import BaselineResult, InputForm, InputKind, KindOption, KindSpec, OODProfile, batch_axes, register_kind
 from hub.recipe import DataSection, EarlyStoppingSection, OptimizerSection, Recipe, TrainerSection, scratch_recipe
 from tabular.baselines import baseline_outputs, gbdt_on_run_split
 from tabular.explain import explain_rows
-from tabular.io import TabularPreprocessor, read_table
+from tabular.io import TabularPreprocessor, read_table, table_cells
 
 # How a tabular family trains from scratch on a user's CSV (the recipe files are tuned per public dataset):
 OPTIMIZER = OptimizerSection(name="adamw", lr=1e-3, weight_decay=1e-5)  # AdamW, light decay; lr per family below
@@ -42,6 +42,13 @@ class TableKind(InputKind):
 
     name, domain, Spec = "table", "tabular", TableSpec
     tasks = ("tabular",)
+    ood = OODProfile(input_scores=("range",), rows=True)
+    input_form = InputForm.ROWS
+    options = (
+        KindOption("target", "tables: the column to predict (default: the pretrained card's target)"),
+        KindOption("task", "tables: the kind of target (default auto: text or few whole numbers = classes, else "
+                   "regression)", choices=("auto", "binary", "multiclass", "regression")),
+    )
 
     def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> DataSection:
         """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
@@ -80,6 +87,18 @@ class TableKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return gbdt_on_run_split(run_dir)
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x_num`` (B, numeric columns and missing indicators) float32, ``x_cat`` (B, categorical columns) int64
+        codes below each column's cardinality."""
+        cardinalities = torch.tensor(card.model_args["cat_cardinalities"], dtype=torch.float64)
+        codes = (torch.rand(size, len(cardinalities), generator=generator, dtype=torch.float64) * cardinalities).long()
+        return batch_axes({"x_num": torch.randn(size, card.model_args["num_numeric"], generator=generator),
+                           "x_cat": codes})
+
+    def ood_rows(self, frame, card_spec: dict[str, Any]):
+        """The numeric cells and unseen rows of the raw ``frame`` (:func:`tabular.io.table_cells`)."""
+        return table_cells(frame, card_spec["preprocessor"])
 
     def baseline_outputs(self, card, path: str):
         """HistGradientBoosting's outputs for the rows of the CSV at ``path``, read back from the card's

@@ -16,7 +16,16 @@ import numpy as np
 import torch
 
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+from hub.kinds import (
+    BaselineResult,
+    InputForm,
+    InputKind,
+    KindSpec,
+    OODProfile,
+    batch_axes,
+    predict_per_file,
+    register_kind,
+)
 from hub.recipe import DataSection, EarlyStoppingSection, Recipe, recipe_file, scratch_recipe
 from timeseries.baselines import (
     kept_rul_estimator,
@@ -48,6 +57,8 @@ class SensorSeriesKind(InputKind):
 
     name, domain, Spec = "sensor_series", "timeseries", SensorSeriesSpec
     tasks = ("rul-regression",)
+    ood = OODProfile(input_scores=("range",))  # per sensor: the last dimension of a window
+    input_form = InputForm.FILE_EACH
 
     def finetune_data(self, card, path: str) -> DataSection:
         """The card's sensors, read from the units at ``path``; units without them are refused, naming the family
@@ -83,6 +94,11 @@ class SensorSeriesKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_units(card, model, inputs, out_dir)
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x`` (B, window cycles, sensors): min-max scaled sensor readings."""
+        spec = card.input_spec
+        return batch_axes({"x": torch.rand(size, spec["window"], len(spec["sensors"]), generator=generator)})
 
     def baseline(self, run_dir) -> BaselineResult:
         return rul_baseline_on_run_split(run_dir)
@@ -148,6 +164,8 @@ class TrafficSeriesKind(InputKind):
 
     name, domain, Spec = "traffic_series", "timeseries", TrafficSeriesSpec
     tasks = ("traffic-forecast",)
+    # ranges per sensor and channel (each road its own speeds), and the sensors' order by speed
+    ood = OODProfile(input_scores=("range", "sensor_order"), range_dims=2)
 
     def finetune_data(self, card, path: str) -> DataSection:
         spec = self.spec(card)
@@ -177,6 +195,13 @@ class TrafficSeriesKind(InputKind):
 
     def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
         return explain_routing(card, model, inputs, out_dir)
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x`` (B, input steps, sensors, 2): standardised speed and time of day (fraction of the day)."""
+        spec = card.input_spec
+        speed = torch.randn(size, spec["input_steps"], spec["num_nodes"], 1, generator=generator)
+        time_of_day = torch.rand(size, spec["input_steps"], 1, 1, generator=generator).expand_as(speed)
+        return batch_axes({"x": torch.cat([speed, time_of_day], -1)})
 
     def baseline(self, run_dir) -> BaselineResult:
         return traffic_baseline_on_run_split(run_dir)

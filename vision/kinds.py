@@ -19,7 +19,16 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from hub.classical import LinearProbabilities, kept_linear
-from hub.kinds import BaselineResult, InputKind, KindSpec, predict_per_file, register_kind
+from hub.kinds import (
+    BaselineResult,
+    InputForm,
+    InputKind,
+    KindSpec,
+    OODProfile,
+    batch_axes,
+    predict_per_file,
+    register_kind,
+)
 from hub.recipe import (
     DataSection,
     EarlyStoppingSection,
@@ -30,6 +39,7 @@ from hub.recipe import (
     scratch_recipe,
 )
 from hub.registry import get_model_entry
+from hub.uncertainty.ood import image_summary
 from vision.baselines import pixel_baseline_on_run_split, pixel_probabilities
 from vision.explain import explain_image_files, explain_scenes
 from vision.io import image_tensor, read_image
@@ -55,12 +65,21 @@ class ImageSpec(KindSpec):
     std: list[float]
 
 
+def _example_images(card, size: int, generator: torch.Generator):
+    """``x`` (B, C, H, W): normalised pixels."""
+    spec = card.input_spec
+    return batch_axes({"x": torch.randn(size, spec["channels"], spec["height"], spec["width"], generator=generator)})
+
+
 @register_kind
 class ImageKind(InputKind):
     """Image files (any size, grey or colour: converted) and folders of class sub-folders."""
 
     name, domain, Spec = "image", "vision", ImageSpec
     tasks = ("image-classification",)
+    ood = OODProfile(input_scores=("inputs", "grey_energy"), summary=image_summary)
+    input_form = InputForm.FILE_EACH
+    example_input = staticmethod(_example_images)
 
     def finetune_data(self, card, path: str) -> DataSection:
         spec = self.spec(card)
@@ -108,6 +127,8 @@ class SceneKind(InputKind):
 
     name, domain, Spec = "scene", "vision", ImageSpec
     tasks = ("object-discovery",)
+    ood = OODProfile(input_scores=("inputs",), reconstruction=True, summary=image_summary)
+    example_input = staticmethod(_example_images)
 
     def finetune_data(self, card, path: str) -> DataSection:
         """``attnhub finetune slot_autoencoder_micro_64.shapes --data DIR``: DIR's images, at the card's size."""

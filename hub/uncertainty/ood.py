@@ -18,16 +18,16 @@ Scores, by what a model and its inputs offer (the card's ``ood["score"]`` names 
 - ``reconstruction``: an autoencoder's mean squared error between its input and its output, per input (a
   novelty score as old as autoencoders; e.g. Japkowicz et al., "A Novelty Detection Approach to Classification",
   IJCAI 1995): the slot autoencoders' scenes, which have no classes and no penultimate features.
-- ``inputs``: the squared Mahalanobis distance (one mean, Ledoit-Wolf shrunk precision) of a small fixed summary
-  of the model's input (:data:`INPUT_SUMMARIES`): of images and scenes (B, C, H, W), in pixel values, the channels'
-  means over a 4x4 grid, their standard deviations, their mean absolute horizontal and vertical differences and
-  how sparse these are (the texture: a drawn scene is flat with sharp edges), and the colourfulness (the mean over
-  pixels of the standard deviation across channels: 0 for grey images); of spectrograms (B, F, T), per band (F
-  pooled to 8) the mean, standard deviation and mean absolute change over time (speech moves, noise and tones
-  hold still) and the lag-one autocorrelation over time (speech is smooth from frame to frame, noise is not).
-  Lee et al. (2018, above) score the features of every layer, not only the penultimate, because
-  low-level statistics catch shifts that the last features, trained to tell the classes apart, map onto the
-  training data; this is the lowest level, the input, as the range check is for tables and sensors.
+- ``inputs``: the squared Mahalanobis distance (one mean, Ledoit-Wolf shrunk precision) of a small fixed summary of
+  the model's input (its kind's ``OODProfile.summary``): of images and scenes (B, C, H, W), in pixel values, the
+  channels' means over a 4x4 grid, their standard deviations, their mean absolute horizontal and vertical
+  differences and how sparse these are (the texture: a drawn scene is flat with sharp edges), and the colourfulness
+  (the mean over pixels of the standard deviation across channels: 0 for grey images); of spectrograms (B, F, T),
+  per band (F pooled to 8) the mean, standard deviation and mean absolute change over time (speech moves, noise and
+  tones hold still) and the lag-one autocorrelation over time (speech is smooth from frame to frame, noise is not).
+  Lee et al. (2018, above) score the features of every layer, not only the penultimate, because low-level statistics
+  catch shifts that the last features, trained to tell the classes apart, map onto the training data; this is the
+  lowest level, the input, as the range check is for tables and sensors.
 - ``grey_energy``: for classifiers of colour images, an input of the kind rare in training (grey, its channels
   equal within :data:`GREY_COLOURFULNESS`, for a colour dataset; colour for a grey one, such as BreastMNIST's scans
   in three channels) scores ``-log`` of the share of training images of its kind times the share of validation
@@ -49,13 +49,15 @@ Scores, by what a model and its inputs offer (the card's ``ood["score"]`` names 
   of the per-sensor means and standard deviations flagged them all too, but 22% of the test windows, whose congestion
   episodes the training period did not hold.
 
-Which model gets which: a model with ``forward_features`` / ``forward_head`` gets ``mahalanobis``, else a classifier
-gets ``energy``; tables, sensor and traffic windows and survival tables add ``range`` (a survival model, a regressor
-of risk: ``mahalanobis`` with one mean, plus ``range`` on its covariates); scenes get ``reconstruction``; images,
-scenes and spectrograms add ``inputs``, classifiers of three-channel images ``grey_energy``, traffic windows
-``sensor_order``. A graph's node classifier gets ``energy``: measured on Cora and CiteSeer, Mahalanobis on the node
-embeddings (class means of the training nodes) flagged almost none of the test nodes whose features were shuffled
-(AUROC 0.73 on gat.cora), the energy most of them (AUROC 0.99; ``benchmarks/uncertainty.py``).
+Which model gets which (each input kind declares its part as an :class:`~hub.kinds.OODProfile`, in its domain's
+``kinds.py``; :func:`scores_for` reads it): a model with ``forward_features`` / ``forward_head`` gets
+``mahalanobis``, else a classifier gets ``energy``; tables, sensor and traffic windows and survival tables add
+``range`` (a survival model, a regressor of risk: ``mahalanobis`` with one mean, plus ``range`` on its covariates);
+scenes get ``reconstruction``; images, scenes and spectrograms add ``inputs``, classifiers of three-channel images
+``grey_energy``, traffic windows ``sensor_order``. A graph's node classifier gets ``energy``: measured on Cora and
+CiteSeer, Mahalanobis on the node embeddings (class means of the training nodes) flagged almost none of the test
+nodes whose features were shuffled (AUROC 0.73 on gat.cora), the energy most of them (AUROC 0.99;
+``benchmarks/uncertainty.py``).
 
 A classifier of more than two classes then chooses its class-dependent score (``mahalanobis``, ``energy`` or
 ``msp``, one minus the maximum softmax probability) on its validation split, with no extra run: each validation
@@ -100,20 +102,15 @@ import torch
 import torch.nn.functional as F
 
 from hub.errors import HubError
+from hub.kinds import InputKind, registered_kind
 
 log = logging.getLogger("hub")
 
 DEFAULT_FALSE_ALARM_RATE = 0.01
 MAX_FIT_ITEMS = 10_000  # training items the statistics are fitted on (a random subset of a larger split)
-TABLE_KIND = "table"
-GRAPH_KIND = "graph"  # node classification: one graph whose masks name the splits' nodes
-TRAFFIC_KIND = "traffic_series"  # windows (T, N sensors, C channels): ranges per sensor and channel
-CHANNEL_KINDS = ("sensor_series", TRAFFIC_KIND)  # inputs whose last dimension is a channel (sensor)
-COVARIATE_KINDS = ("survival_table",)  # inputs whose covariates are the model's input (genes may be empty)
+INPUT_SCORES = ("range", "inputs", "grey_energy", "sensor_order")  # a kind's OODProfile.input_scores, in this order
 VALUE_SCORES = {"range", "sensor_order"}  # scores that read the model's input values (a table's: its raw cells)
 SUMMARY_SCORES = {"inputs", "grey_energy"}  # scores that read the input's summary (input_summary)
-RECONSTRUCTION_KINDS = ("scene",)  # autoencoders: the model's output is its input's reconstruction
-IMAGE_KIND = "image"
 CLASS_SCORES = ("mahalanobis", "energy", "msp")  # the class-dependent scores: one is chosen per classifier
 GREY_COLOURFULNESS = 2e-3  # an image whose colourfulness (image_summary's last column) is below this is grey
 
@@ -263,10 +260,6 @@ def spectrogram_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
                       autocorrelation.mean(1, keepdim=True)], 1)
 
 
-INPUT_SUMMARIES = {"image": image_summary, "scene": image_summary,
-                   "audio": spectrogram_summary}  # the ``inputs`` score's summary of the model's input, per kind
-
-
 def sensor_ranks(values: np.ndarray) -> np.ndarray:
     """(B, N) the ranks of the sensors by their mean first channel (speed) over each window of ``values``
     (B, T, N, C)."""
@@ -283,29 +276,15 @@ def sensor_order_score(values: np.ndarray, training_ranks: torch.Tensor) -> np.n
     return 1 - ranks @ reference / (np.linalg.norm(ranks, axis=1) * np.linalg.norm(reference)).clip(1e-12)
 
 
+def input_kind(spec: dict[str, Any]) -> InputKind:
+    """The kind of the inputs ``spec`` (a card's ``input_spec``) describes, whose :class:`~hub.kinds.OODProfile` and
+    hooks say what the scores read; a kind no domain registers gets the defaults (the model's own score alone)."""
+    return registered_kind(spec.get("kind")) or InputKind()
+
+
 def input_summary(x: torch.Tensor, spec: dict[str, Any]) -> torch.Tensor:
-    """(B, S) the summary of the model's input ``x`` of the kind ``spec["kind"]`` (:data:`INPUT_SUMMARIES`)."""
-    return INPUT_SUMMARIES[spec["kind"]](x, spec).detach().cpu()
-
-
-# ---- table cells -------------------------------------------------------------------------------------------------
-
-def table_cells(frame, preprocessor: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """``(numbers (N, F), unseen (N,))`` of a raw table: its numeric columns as float (NaN when empty or not a
-    number) and, per row, whether it has a category not seen in training or an empty cell in a numeric column that
-    was never empty in training. ``preprocessor``: the card's ``input_spec["preprocessor"]``."""
-    import pandas as pd
-
-    numbers = np.stack([pd.to_numeric(frame[c], errors="coerce").to_numpy(np.float64)
-                        for c in preprocessor["numeric"]], 1) if preprocessor["numeric"] else np.zeros((len(frame), 0))
-    unseen = np.zeros(len(frame), bool)
-    for j, column in enumerate(preprocessor["numeric"]):
-        if column not in preprocessor["indicators"]:
-            unseen |= np.isnan(numbers[:, j])
-    for column, known in zip(preprocessor["categorical"], preprocessor["categories"]):
-        cells = frame[column]
-        unseen |= cells.notna().to_numpy() & ~cells.astype(str).str.strip().isin(set(known)).to_numpy()
-    return numbers, unseen
+    """(B, S) the summary of the model's input ``x`` that its kind declares (``OODProfile.summary``)."""
+    return input_kind(spec).ood.summary(x, spec).detach().cpu()
 
 
 # ---- the detector ------------------------------------------------------------------------------------------------
@@ -399,26 +378,26 @@ class NoOODScore(HubError):
 
 
 def scores_for(card, model: torch.nn.Module) -> list[str]:
-    """The scores a model gets (see the module docstring); raises naming why when it gets none."""
-    kind = card.input_spec.get("kind", "")
+    """The scores a model gets (see the module docstring): the model's own, then the input scores its kind's
+    :class:`~hub.kinds.OODProfile` declares (``grey_energy`` for classifiers of colour images only); raises naming
+    why when it gets none."""
+    profile = input_kind(card.input_spec).ood
+    unknown = set(profile.input_scores) - set(INPUT_SCORES)
+    if unknown:
+        raise HubError(f"the input kind {card.input_spec.get('kind')!r} declares the unknown OOD score(s) "
+                       f"{sorted(unknown)}; expected some of {list(INPUT_SCORES)}")
     scores = []
-    if kind in RECONSTRUCTION_KINDS:
+    if profile.reconstruction:
         scores.append("reconstruction")
-    elif hasattr(model, "forward_head") and hasattr(model, "forward_features") and kind != GRAPH_KIND:
+    elif hasattr(model, "forward_head") and hasattr(model, "forward_features") and not profile.graph_nodes:
         scores.append("mahalanobis")
     elif card.label_names:
         scores.append("energy")
-    if kind == TABLE_KIND or kind in CHANNEL_KINDS or kind in COVARIATE_KINDS:
-        scores.append("range")
-    if kind in INPUT_SUMMARIES:
-        scores.append("inputs")
-    if kind == IMAGE_KIND and card.label_names and card.input_spec.get("channels", 1) > 1:
-        scores.append("grey_energy")
-    if kind == TRAFFIC_KIND:
-        scores.append("sensor_order")
+    colour_classifier = bool(card.label_names) and card.input_spec.get("channels", 1) > 1
+    scores += [s for s in INPUT_SCORES if s in profile.input_scores and (s != "grey_energy" or colour_classifier)]
     if not scores:
         raise NoOODScore(f"no OOD score for {card.name}: it has no forward_features / forward_head, is not a "
-                       f"classifier and its inputs (kind {kind!r}) have no range check")
+                       f"classifier and its inputs (kind {card.input_spec.get('kind', '')!r}) have no range check")
     return scores
 
 
@@ -441,19 +420,6 @@ class SplitOutputs:
                                    self.summaries)
 
 
-def model_input_values(x) -> np.ndarray:
-    """A window's model input as numbers, (B, ..., channels); a survival table's covariates (B, G + C): its genes
-    (NaN where ``gene_mask`` is False), then its clinical values."""
-    if isinstance(x, dict) and "clinical" in x:
-        parts = [x["clinical"]]
-        if x.get("genes") is not None:
-            genes = x["genes"].float()
-            parts.insert(0, genes.masked_fill(~x["gene_mask"], float("nan")) if x.get("gene_mask") is not None
-                         else genes)
-        return torch.cat([p.float() for p in parts], 1).detach().cpu().numpy()
-    return (x["x"] if isinstance(x, dict) else x).detach().float().cpu().numpy()
-
-
 def reconstruction_errors(x: torch.Tensor, reconstruction: torch.Tensor) -> np.ndarray:
     """(B,) mean squared error between each input of ``x`` (B, ...) and its ``reconstruction`` (B, ...)."""
     return (reconstruction.float() - x.float()).pow(2).flatten(1).mean(1).cpu().numpy().astype(np.float64)
@@ -472,7 +438,7 @@ def split_outputs(model: torch.nn.Module, loader, scores: list[str], spec: dict[
 
     from hub.tasks import call_model
 
-    device, kind = next(model.parameters()).device, spec.get("kind", "")
+    device, kind = next(model.parameters()).device, input_kind(spec)
     keep_features = features or "mahalanobis" in scores
     features, logits, labels, values, errors, summaries, count = [], [], [], [], [], [], 0
     for batch in tqdm(loader, desc=desc, unit="batch", disable=not progress, file=sys.stderr, leave=False):
@@ -491,14 +457,14 @@ def split_outputs(model: torch.nn.Module, loader, scores: list[str], spec: dict[
         else:
             logits.append(out.float().cpu())
         labels.append(y)
-        if VALUE_SCORES & set(scores) and kind != TABLE_KIND:
-            values.append(model_input_values(x))
+        if VALUE_SCORES & set(scores) and not kind.ood.rows:
+            values.append(kind.ood_values(x))
         if SUMMARY_SCORES & set(scores):
             summaries.append(input_summary(x, spec))
         count += len(y)
         if limit is not None and count >= limit:
             break
-    table_values = (table_cells(frame, spec["preprocessor"]) if frame is not None and "range" in scores
+    table_values = (kind.ood_rows(frame, spec) if frame is not None and "range" in scores and kind.ood.rows
                     else (None, None))
     return SplitOutputs(torch.cat(features) if features else None, torch.cat(logits) if logits else None,
                         torch.cat(labels), np.concatenate(values) if values else table_values[0], table_values[1],
@@ -561,8 +527,7 @@ def _split_outputs_of(model: torch.nn.Module, card, datamodule, scores: list[str
                       progress: bool) -> dict[str, SplitOutputs | None]:
     """The train (at most :data:`MAX_FIT_ITEMS` items; None when no score has statistics), val and test outputs of
     ``datamodule``'s splits; a graph's from its one graph."""
-    kind = card.input_spec.get("kind", "")
-    if kind == GRAPH_KIND:
+    if input_kind(card.input_spec).ood.graph_nodes:
         return node_split_outputs(model, next(iter(datamodule.train_dataloader())))
     frames = getattr(datamodule, "frames", {})  # a table's raw splits (tabular data modules keep them)
     outputs = {"train": training_outputs(model, card, datamodule, scores, progress) if _has_statistics(scores)
@@ -579,7 +544,7 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
     threshold on its validation split) and measure the flagged share of its test split. Returns the detector and
     the card's ``ood`` section (less the sidecar's file and sha256)."""
     scores = scores_for(card, model)
-    kind = card.input_spec.get("kind", "")
+    kind = input_kind(card.input_spec)
     outputs = _split_outputs_of(model.eval(), card, datamodule, scores, progress)
     train, val, test = outputs["train"], outputs["val"], outputs["test"]
     statistics: dict[str, torch.Tensor] = {}
@@ -595,13 +560,12 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
         if chosen != "mahalanobis":
             statistics.pop("means", None), statistics.pop("precision", None)
     if "range" in scores:
-        values = (table_cells(datamodule.frames["train"], card.input_spec["preprocessor"])[0] if kind == TABLE_KIND
-                  else train.values)
+        values = kind.ood_rows(datamodule.frames["train"], card.input_spec)[0] if kind.ood.rows else train.values
         # per channel; for traffic, per sensor and channel (N, C): each road's own speeds, so that a window of
         # other sensors (or of other units) stands out even when the network's pooled range holds it
-        channels = values.shape[-2:] if kind == TRAFFIC_KIND else values.shape[-1:]
+        channels = values.shape[-kind.ood.range_dims:]
         statistics.update(range_statistics(values.reshape(-1, *channels)))
-        if kind in COVARIATE_KINDS:  # an empty gene where training had none is unseen
+        if kind.ood.never_empty:  # an empty gene where training had none is unseen
             statistics["never_empty"] = torch.from_numpy(~np.isnan(values).any(0)).float()
     if "inputs" in scores:
         statistics.update({f"input_{k}": v for k, v in mahalanobis_statistics(train.summaries).items()})
@@ -620,7 +584,7 @@ def fit_detector(model: torch.nn.Module, card, datamodule, rate: float = DEFAULT
     statistics["scales"] = torch.tensor([_quantile_scale(c, rate) for c in val_components.T], dtype=torch.float64)
     detector.threshold = _quantile_scale(detector.score(val_components), rate)
     test_flags = detector.flag(detector.score(test.components(detector)))
-    unit = "nodes" if kind == GRAPH_KIND else "items"
+    unit = "nodes" if kind.ood.graph_nodes else "items"
     section = {
         "score": "+".join(scores),
         "threshold": detector.threshold,
@@ -711,7 +675,7 @@ class PredictionScorer:
 
     def __init__(self, model: torch.nn.Module, detector: Detector):
         self.model, self.detector = model, detector
-        self.kind = model.pretrained_cfg.input_spec.get("kind", "")
+        self.kind = input_kind(model.pretrained_cfg.input_spec)
         self.inputs: tuple[tuple, dict] | None = None
         self.flagged = self.total = 0
         self.handle = model.register_forward_pre_hook(self._keep_input, with_kwargs=True)
@@ -732,10 +696,10 @@ class PredictionScorer:
         spec = self.model.pretrained_cfg.input_spec
         values, unseen, errors, summaries = None, None, None, None
         if VALUE_SCORES & set(self.detector.scores):
-            if self.kind == TABLE_KIND:
-                values, unseen = table_cells(frame, spec["preprocessor"])
+            if self.kind.ood.rows:
+                values, unseen = self.kind.ood_rows(frame, spec)
             else:
-                values = model_input_values(args[0] if args else kwargs)
+                values = self.kind.ood_values(args[0] if args else kwargs)
         x = args[0] if args else next(iter(kwargs.values()))  # an image, scene, spectrogram or window batch
         if "reconstruction" in self.detector.scores:
             errors = reconstruction_errors(x, logits)
