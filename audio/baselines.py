@@ -46,9 +46,9 @@ def mfcc_baseline_on_run_split(run_dir) -> BaselineResult | None:
     """Logistic regression on MFCC statistics of the run's split, with the run's model's probabilities (its best
     weights, calibrated as ``predict`` gives them) on the validation and test clips; None for a run whose data is
     not an audio folder."""
+    from hub.core.registry import get_dataset_entry
     from hub.models import load
     from hub.recipe import load_recipe
-    from hub.registry import get_dataset_entry
 
     recipe = load_recipe(Path(run_dir) / "recipe.yaml")
     if recipe.data.name != "audio_folder":

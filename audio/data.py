@@ -38,10 +38,10 @@ from audio.features import (
     warp_mel_bins,
 )
 from audio.io import scan_audio_folder
+from hub.core.registry import register_dataset
+from hub.core.weights import is_offline
 from hub.data import EpochSeededDataset, HubDataModule, class_folder_splits, data_dir, download_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
-from hub.registry import register_dataset
-from hub.weights import is_offline
 
 FSDD_COMMIT = "26eb9aaf76e81b692f806f9140c2d2777410d7a1"
 FSDD_URL = f"https://github.com/Jakobovski/free-spoken-digit-dataset/archive/{FSDD_COMMIT}.tar.gz"

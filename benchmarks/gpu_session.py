@@ -232,7 +232,7 @@ def check_environment(device_type: str) -> dict:
     import torch
 
     import benchmarks.image_loader  # noqa: F401  (the imports of stages c-f, checked now)
-    import hub.publish  # noqa: F401
+    import hub.deploy.publish  # noqa: F401
     import hub.run.train  # noqa: F401
     import vision.data  # noqa: F401
 
@@ -298,7 +298,7 @@ def prepare_data(archives: list[Path] | None, sha256: str | None, smoke: bool, s
 
 def decoded_cifar():
     """All of CIFAR-10's training and test images decoded (and cached), as the recipes' data module holds them."""
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     datamodule = get_dataset_entry("cifar10").builder(full_train=True, num_workers=0)
     datamodule.setup("fit")
@@ -349,8 +349,8 @@ def bare_loop(family: str, recipe_path: Path, overrides: list[str], train_set, d
 
     import hub
     from benchmarks.timing import sync
+    from hub.core.registry import get_dataset_entry
     from hub.recipe import load_recipe
-    from hub.registry import get_dataset_entry
 
     recipe = load_recipe(str(recipe_path), overrides)
     data = get_dataset_entry("cifar10").builder(**recipe.data.args)  # its batch size and augmentation; no setup
@@ -548,7 +548,7 @@ RUN_FILES = ("metrics.json", "metrics.csv", "recipe.yaml", "card.json", "curves.
 
 def publish_run(session: Session, job: Job, run_dir: Path, bundle: Path) -> None:
     """Publish ``run_dir`` as ``job``'s tag into ``bundle/cards`` and copy its summary files to ``bundle/runs``."""
-    from hub.publish import publish
+    from hub.deploy.publish import publish
 
     card = publish([str(run_dir)], name=job.name(session.smoke), dest=str(bundle / "cards"))
     runs = bundle / "runs" / job.model(session.smoke)

@@ -37,7 +37,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from benchmarks import RESULTS
-from hub.cards import read_card
+from hub.core.cards import read_card
 from hub.io import atomic_write_bytes
 from hub.models import load_run, model_card
 from hub.recipe import card_data

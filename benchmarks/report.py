@@ -74,7 +74,7 @@ def family_recipes(recipes_dir: Path, families: list[str]) -> dict[str, tuple[Pa
     model swapped (keeping the recipe's model arguments the family accepts). Families with none are left out."""
     import yaml
 
-    from hub.registry import get_model_entry
+    from hub.core.registry import get_model_entry
 
     own: dict[str, dict[str, Path]] = {}
     for path in sorted(recipes_dir.rglob("*.yaml")):
@@ -133,7 +133,7 @@ def measure_family(recipe_path: Path, batch_size: int | None, steps: int, warmup
     if family and family != recipe.model.name:
         import inspect
 
-        from hub.registry import get_model_entry
+        from hub.core.registry import get_model_entry
 
         accepted = inspect.signature(get_model_entry(family).builder).parameters
         kept = {k: v for k, v in recipe.model.args.items() if k in accepted}  # non-size options such as masking
@@ -250,7 +250,7 @@ def run(pattern: str = "*", recipes_dir: str | Path = ROOT / "recipes", out_dir:
     write ``<report>.md`` and ``<report>.json`` into ``out_dir``."""
     from tqdm import tqdm
 
-    from hub.registry import list_models
+    from hub.core.registry import list_models
 
     recipes_dir = Path(recipes_dir).resolve()
     patterns = pattern.split(",")

@@ -32,7 +32,7 @@ OUT = ROOT / "benchmarks" / "out" / "tabular.jsonl"
 
 
 def _data(name: str):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     datamodule = get_dataset_entry(name).builder(split_seed=0)
     datamodule.setup()

@@ -31,10 +31,10 @@ from torch_geometric.data import Data
 from torch_geometric.utils import barabasi_albert_graph, degree, erdos_renyi_graph
 
 from graph.io import node_features, read_graph_folder, resolve_normalize
+from hub.core.registry import register_dataset
+from hub.core.weights import is_offline
 from hub.data import HubDataModule, data_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
-from hub.registry import register_dataset
-from hub.weights import is_offline
 
 PLANETOID_FILES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 PLANETOID_SOURCE = ("Planetoid split (Yang, Cohen, Salakhutdinov, ICML 2016), github.com/kimiyoung/planetoid; "

@@ -5,7 +5,7 @@ GAT's attention ``alpha_ij`` is a softmax over the in-neighbours ``j`` of node `
 included), so the weights into one node sum to 1 per head: that row is what the node "looks at".
 
 >>> model = hub.load("gat.cora")
->>> graph = hub.registry.get_dataset_entry("cora").builder().graph   # after setup()
+>>> graph = hub.core.registry.get_dataset_entry("cora").builder().graph   # after setup()
 >>> [alpha.shape for _, alpha in neighbourhood_attention(model, graph.x, graph.edge_index, 0)]
 [torch.Size([4, 8]), torch.Size([4, 1])]
 """

@@ -7,6 +7,7 @@
 ``import hub`` is light: domain packages (and timm, PyG, torchaudio, Lightning) are imported on
 first use of the registry.
 """
+from hub.core.registry import list_datasets, list_models, register_dataset, register_model
 from hub.errors import (
     DataError,
     HubError,
@@ -17,7 +18,6 @@ from hub.errors import (
     UnknownModelError,
     WeightsError,
 )
-from hub.registry import list_datasets, list_models, register_dataset, register_model
 
 __version__ = "0.1.0"
 
@@ -72,7 +72,7 @@ def transforms(name):
 
 
 def model_card(name):
-    """The model card (:class:`hub.cards.PretrainedCfg`) of a pretrained tag or run folder."""
+    """The model card (:class:`hub.core.cards.PretrainedCfg`) of a pretrained tag or run folder."""
     from hub.models import model_card as _card
 
     return _card(name)
@@ -88,8 +88,8 @@ def reproduce(name, seeds=None, overrides=None, output_dir=None, tolerance=None,
 
 
 def export(name, format, out_dir=None):
-    """Export a pretrained tag, run folder or family to ONNX or torch.export; see :func:`hub.exporter.export`."""
-    from hub.exporter import export as _export
+    """Export a pretrained tag, run folder or family to ONNX or torch.export; see :func:`hub.deploy.exporter.export`."""
+    from hub.deploy.exporter import export as _export
 
     return _export(name, format, out_dir)
 

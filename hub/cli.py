@@ -31,8 +31,8 @@ def _format_params(count: int | None) -> str:
 
 
 def cmd_list(args) -> int:
-    from hub.index import family_info
-    from hub.registry import list_models, pretrained_tags
+    from hub.core.index import family_info
+    from hub.core.registry import list_models, pretrained_tags
 
     rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]
     for name in list_models(args.pattern, domain=args.domain, task=args.task):
@@ -50,15 +50,15 @@ def cmd_list(args) -> int:
 
 def _card(name: str):
     """The card of a tag or run folder, read from JSON (imports no domain package, nor torch)."""
-    from hub.cards import read_card
-    from hub.registry import get_pretrained_cfg, is_run_path
+    from hub.core.cards import read_card
+    from hub.core.registry import get_pretrained_cfg, is_run_path
 
     return read_card(Path(name).expanduser() / "card.json") if is_run_path(name) else get_pretrained_cfg(name)
 
 
 def cmd_info(args) -> int:
-    from hub.index import family_info
-    from hub.registry import is_run_path, pretrained_tags, split_name
+    from hub.core.index import family_info
+    from hub.core.registry import is_run_path, pretrained_tags, split_name
 
     if not is_run_path(args.name) and split_name(args.name)[1] is None:
         info = family_info(args.name)
@@ -165,9 +165,9 @@ def _open_out(path: str | None):
 def cmd_predict(args) -> int:
     from tqdm import tqdm
 
+    from hub.deploy.predict import file_predictions, shown_row, table_predictions, write_csv
     from hub.kinds import InputForm, kind_of
     from hub.models import load
-    from hub.predict import file_predictions, shown_row, table_predictions, write_csv
 
     if bool(args.files) == bool(args.data):
         raise HubError("give input FILES, or --data TABLE.csv for a tabular model (not both)")
@@ -205,7 +205,7 @@ def cmd_predict(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from hub.serve import serve
+    from hub.deploy.serve import serve
 
     serve(args.name, host=args.host, port=args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
     return 0
@@ -255,20 +255,20 @@ def cmd_bench(args) -> int:
 
 
 def cmd_publish(args) -> int:
-    from hub.publish import publish
+    from hub.deploy.publish import publish
 
     card_path = publish(args.runs, args.name, dest=args.dest, notes=args.notes, paper=args.paper,
                         add_seeds=args.add_seeds)
     print(f"{'added seeds to' if args.add_seeds else 'published'} {args.name}: {card_path}")
     if args.to_hf:
-        from hub.hf import upload
+        from hub.deploy.hf import upload
 
         print(f"uploaded to the Hugging Face Hub: {upload(card_path, args.to_hf, license_id=args.license)}")
     return 0
 
 
 def cmd_export(args) -> int:
-    from hub.exporter import export
+    from hub.deploy.exporter import export
 
     path = export(args.name, args.format, args.out, model_only=args.model_only)
     print(f"wrote {path} with card.json and preprocess.json beside it")
@@ -292,7 +292,7 @@ def _command(argv: list[str]) -> str | None:
 def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     """The parser of ``attnhub``; with ``kind_options``, ``finetune`` takes the options of every input kind (which
     imports every domain: ``main`` asks for them only to run or show ``finetune``)."""
-    from hub.registry import CORE_DOMAIN, domain_packages
+    from hub.core.registry import CORE_DOMAIN, domain_packages
 
     parser = argparse.ArgumentParser(prog="attnhub", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)

@@ -71,18 +71,18 @@ def data_dir() -> Path:
 def download_dir() -> Path:
     """Where downloaded datasets are kept: ``data`` in the hub's cache (``HUB_CACHE``), never in ``HUB_DATA_DIR``,
     which may be a shared read-only folder of local copies."""
-    from hub.weights import cache_dir
+    from hub.core.weights import cache_dir
 
     return cache_dir() / "data"
 
 
 def dataset_file(dataset: str, local: Path, url: str | None, sha256: str, num_bytes: int | None = None) -> Path:
     """The file of a public dataset: ``local`` (under :func:`data_dir`) when present, else ``url`` downloaded
-    into the cache (``hub.weights.fetch``). The caller checks the sha256 of what it reads.
+    into the cache (``hub.core.weights.fetch``). The caller checks the sha256 of what it reads.
 
     Raises :class:`DatasetUnavailable` naming ``dataset`` when there is no local copy and no download (offline,
     no network, or no public ``url``)."""
-    from hub.weights import fetch
+    from hub.core.weights import fetch
 
     if local.is_file():
         return local

@@ -27,14 +27,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from hub.core.registry import get_model_entry, is_run_path, split_name
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
 from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_section
 from hub.models import load, model_card
 from hub.predictor import PREDICTORS, record_predictor
 from hub.recipe import Recipe, apply_overrides, recipe_from_dict, validate_recipe
-from hub.registry import get_model_entry, is_run_path, split_name
 from hub.run.train import build_data, is_ddp_worker, train
+from hub.uncertainty.conformal import fit_predictor_run
 
 # Fine-tune policies for a pretrained tag (``--policy``; ``auto`` trains the candidates of AUTO_RULE and keeps the
 # one with the better validation metric): a linear probe (the classifier alone); a full fine-tune whose backbone
@@ -363,7 +364,8 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
     result = baseline(model_card(str(run_dir)), run_dir)
     entry = None if result is None else compare_with_baseline(run_dir, result)
     if result is not None and result.predictor is not None:
-        record_predictor(run_dir, result.name, result.predictor, predictor)
+        chosen = record_predictor(run_dir, result.name, result.predictor, predictor)
+        fit_predictor_run(run_dir, result.predictor, chosen)
     elif predictor in ("baseline", "blend"):
         raise HubError(f"--predictor {predictor}: the input kind of {run_dir} has no baseline that predicts; the run "
                        "keeps its model")

@@ -26,7 +26,7 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   ``tabr`` on a CSV never seen before): a :class:`~hub.recipe.Recipe` (:func:`hub.recipe.scratch_recipe`), from the
   recipe file whose numbers it shares, else from the kind's typed sections.
 - ``example_input(card, size, generator)`` gives seeded inputs of the card's shapes, which export traces
-  (:mod:`hub.exporter`); ``input_spec_of(model)`` the ``input_spec`` of an untrained model of the kind's domain
+  (:mod:`hub.deploy.exporter`); ``input_spec_of(model)`` the ``input_spec`` of an untrained model of the kind's domain
   from what the model says of its input (an audio model's ``input_size``), or None.
 
 What a kind declares as data, read by the core through the kind and never by its name:
@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
+from hub.core.registry import Registry, get_model_entry, import_domains
 from hub.errors import DataError
 from hub.recipe import DataSection, Recipe
-from hub.registry import Registry, get_model_entry, import_domains
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class OODProfile:
 
 
 class InputForm(enum.Enum):
-    """How ``predict`` and ``serve`` take a kind's inputs (:mod:`hub.predict`, :mod:`hub.serve`)."""
+    """How ``predict`` and ``serve`` take a kind's inputs (:mod:`hub.deploy.predict`, :mod:`hub.deploy.serve`)."""
 
     FILES = enum.auto()  # input files, each request's read on its own (its reader infers a file's columns from it)
     FILE_EACH = enum.auto()  # one prediction per file, named by its path: serve batches requests into one model call

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import torch
 
-from hub.cards import PretrainedCfg, read_card
-from hub.errors import HubError, OfflineError, UnknownModelError, WeightsError
-from hub.hf import download_card
-from hub.registry import (
+from hub.core.cards import PretrainedCfg, read_card
+from hub.core.registry import (
     HF_HUB_PREFIX,
     TIMM_PREFIX,
     get_model_entry,
@@ -20,7 +18,9 @@ from hub.registry import (
     pretrained_tags,
     split_name,
 )
-from hub.weights import apply_state_dict, fetch, is_offline, load_state_dict
+from hub.core.weights import apply_state_dict, fetch, is_offline, load_state_dict
+from hub.deploy.hf import download_card
+from hub.errors import HubError, OfflineError, UnknownModelError, WeightsError
 
 log = logging.getLogger("hub")
 
@@ -45,7 +45,8 @@ def create_model(name: str, num_classes: int | None = None, **model_args) -> tor
 
 def model_card(name: str) -> PretrainedCfg:
     """The card of a pretrained tag (``"vit_digits.sklearn"``), of a run folder (``"./runs/..."``) or of a Hugging
-    Face Hub repository (``"hf-hub:OWNER/REPO[@REVISION]"``: downloaded with the files it names, :mod:`hub.hf`)."""
+    Face Hub repository (``"hf-hub:OWNER/REPO[@REVISION]"``: downloaded with the files it names,
+    :mod:`hub.deploy.hf`)."""
     if name.startswith(HF_HUB_PREFIX):
         return download_card(name)
     if is_run_path(name):
@@ -122,7 +123,7 @@ def load(name: str, pretrained: bool = True, num_classes: int | None = None, **m
     ``name`` is a family (``"vit_digits"``: untrained), a pretrained tag (``"vit_digits.sklearn"``:
     weights checked against the card's sha256), a run folder (``"runs/quickstart/..."``: its best
     weights), ``"hf-hub:OWNER/REPO[@REVISION]"`` (a repository written by ``attnhub publish --to-hf``: its card and
-    weights downloaded into the Hugging Face cache, the sha256 checked as for a tag; :mod:`hub.hf`), or
+    weights downloaded into the Hugging Face cache, the sha256 checked as for a tag; :mod:`hub.deploy.hf`), or
     ``"timm/<arch>"`` for any timm architecture. With ``num_classes`` different from the
     card's, everything but the classifier is loaded and the classifier is re-initialised.
     Pretrained models are returned in eval mode.

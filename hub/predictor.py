@@ -34,9 +34,9 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
+from hub.core.weights import read_verified, sha256_bytes
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
-from hub.weights import read_verified, sha256_bytes
 
 PREDICTORS = ("auto", "model", "baseline", "blend")
 WEIGHTS = tuple(i / 10 for i in range(11))  # the blend's weight on the model's output
@@ -216,7 +216,7 @@ def record_predictor(run_dir: Path, name: str, data, asked: str = "auto") -> dic
         data: the :class:`hub.kinds.PredictorData` of the run's baseline.
         asked: one of :data:`PREDICTORS`.
     """
-    from hub.cards import read_card, write_card
+    from hub.core.cards import read_card, write_card
 
     run_dir = Path(run_dir)
     entry = predictor_entry(data, asked)
@@ -224,44 +224,10 @@ def record_predictor(run_dir: Path, name: str, data, asked: str = "auto") -> dic
     entry["baseline"] = {"name": name, "file": path.name, "sha256": sha256_bytes(path.read_bytes())}
     summary = json.loads((run_dir / "metrics.json").read_text())
     summary["predictor"] = entry
-    card = read_card(run_dir / "card.json")
-    conformal = predictor_intervals(card, data, entry["chosen"], entry["weight"])
-    if conformal is not None:
-        summary["intervals"] = conformal
-        card = dataclasses.replace(card, calibration={**card.calibration, "conformal": conformal})
     atomic_write_bytes(run_dir / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+    card = read_card(run_dir / "card.json")
     write_card(dataclasses.replace(card, predictor=entry, card_dir=""), run_dir / "card.json")
     return entry
-
-
-def predictor_intervals(card, data, chosen: str, weight: float) -> dict[str, Any] | None:
-    """The card's conformal intervals fitted again on the validation residuals of the chosen predictor, when it is
-    a regression's baseline or blend and the card has intervals (those were fitted on the model's residuals, while
-    ``predict`` centres them on the predictor's values); None otherwise.
-
-    Args:
-        card: the run's card (its ``calibration["conformal"]``, its ``input_spec`` for the target's units).
-        data: the run's :class:`hub.kinds.PredictorData` (its ``outputs`` where the choice saw one output of several).
-        chosen: the chosen predictor.
-        weight: its weight on the model's outputs.
-    """
-    from hub.uncertainty.conformal import fit_intervals, target_units
-
-    conformal = card.calibration.get("conformal", {})
-    if data.task != "regression" or chosen == "model" or "half_width" not in conformal:
-        return None
-    arrays = data.outputs or {"labels": data.labels, "model": data.model, "baseline": data.baseline}
-    pairs = {}
-    for split in ("val", "test"):
-        labels = np.asarray(arrays["labels"][split], np.float64).reshape(len(arrays["labels"][split]), -1)
-        values = blend(np.asarray(arrays["model"][split], np.float64).reshape(labels.shape),
-                       np.asarray(arrays["baseline"][split], np.float64).reshape(labels.shape), weight)
-        pairs[split] = [(values[:, j], np.abs(values[:, j] - labels[:, j])) for j in range(labels.shape[1])]
-    if len(pairs["val"]) != len(conformal["outputs"]):
-        raise HubError(f"the predictor data of {card.name} has {len(pairs['val'])} outputs for the "
-                       f"{len(conformal['outputs'])} of its intervals {conformal['outputs']}")
-    return fit_intervals(pairs["val"], pairs["test"], list(conformal["outputs"]), *target_units(card.input_spec),
-                         fitted_on=f"validation split, residuals of the predictor ({chosen})")
 
 
 def format_predictor(entry: dict[str, Any]) -> str:

@@ -264,7 +264,7 @@ def recipe_from_dict(data: dict[str, Any], source: str = "recipe") -> Recipe:
 
 def validate_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
     """Validate a recipe dict whole: the schema, then the registered model and data arguments."""
-    from hub.registry import get_dataset_entry, get_model_entry
+    from hub.core.registry import get_dataset_entry, get_model_entry
 
     recipe = recipe_from_dict(data, source)
     model_entry = get_model_entry(recipe.model.name)
@@ -280,8 +280,8 @@ def validate_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
 def card_data(card, data_overrides: list[str] | None = None):
     """The set-up data module named by a model card (its dataset, arguments and split); ``data_overrides`` are
     ``key=value`` strings under ``data.``. A run folder's card takes the data section of the run's own
-    ``recipe.yaml``, which keeps the data path as given (the card holds it portable, :mod:`hub.cards`)."""
-    from hub.registry import get_dataset_entry
+    ``recipe.yaml``, which keeps the data path as given (the card holds it portable, :mod:`hub.core.cards`)."""
+    from hub.core.registry import get_dataset_entry
 
     run_recipe = Path(card.card_dir) / "recipe.yaml" if card.card_dir else None
     section = parse_yaml(run_recipe.read_text(), str(run_recipe))["data"] if run_recipe and run_recipe.is_file() \

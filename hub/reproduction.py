@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from hub.cards import DATA_ELSEWHERE, REPO_ROOT, atomic_write_bytes
+from hub.core.cards import DATA_ELSEWHERE, REPO_ROOT, atomic_write_bytes
 from hub.errors import HubError
 
 ABSOLUTE_TOLERANCE = 0.01  # allowed |new - card mean| of a metric whose card has n=1 or std 0
@@ -88,8 +88,8 @@ def run_overrides(card, seed: int, overrides: list[str], output_dir: str) -> lis
 
 def check_data_given(card, overrides: list[str]) -> None:
     """Refuse, before any training, a card whose data path stands for folders of its publisher's machine
-    (``<data>/NAME``: a fine-tune on the publisher's own data, :func:`hub.cards.portable_data_path`) when the user's
-    ``overrides`` do not give that key a path of theirs."""
+    (``<data>/NAME``: a fine-tune on the publisher's own data, :func:`hub.core.cards.portable_data_path`) when the
+    user's ``overrides`` do not give that key a path of theirs."""
     given = {item.partition("=")[0].strip() for item in overrides}
     args = (card.recipe.get("resolved") or {}).get("data", {}).get("args", {})
     recorded = {f"data.args.{k}": v for k, v in args.items()}
@@ -131,12 +131,14 @@ def refit_predictor(card, run_dir: Path) -> dict[str, Any] | None:
     from hub.kinds import baseline
     from hub.models import model_card
     from hub.predictor import record_predictor
+    from hub.uncertainty.conformal import fit_predictor_run
 
     result = baseline(model_card(str(run_dir)), run_dir)
     if result is None or result.predictor is None:
         raise HubError(f"the card of {card.name} predicts with {card.predictor['chosen']!r}, but the input kind of the "
                        f"new run {run_dir} fitted no baseline that predicts")
     entry = record_predictor(run_dir, result.name, result.predictor, asked)
+    fit_predictor_run(run_dir, result.predictor, entry)
     return {"chosen": entry["chosen"], "weight": entry["weight"], "test": entry["test"]["chosen"]}
 
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 import torchmetrics
 
-from hub.registry import Registry
+from hub.core.registry import Registry
 
 TASKS: Registry[Callable[..., "Task"]] = Registry("task")
 

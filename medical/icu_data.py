@@ -36,11 +36,11 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from hub.core.registry import register_dataset
+from hub.core.weights import cache_dir, sha256_bytes
 from hub.data import HubDataModule, data_dir, read_csv_frame, stratified_split
 from hub.errors import DataError, DatasetUnavailable
 from hub.io import atomic_write_bytes
-from hub.registry import register_dataset
-from hub.weights import cache_dir, sha256_bytes
 
 log = logging.getLogger("hub")
 

@@ -25,10 +25,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from hub.core.registry import register_dataset
+from hub.core.weights import read_verified
 from hub.data import HubDataModule, data_dir, dataset_file, read_csv_frame, stratified_split
 from hub.errors import DataError
-from hub.registry import register_dataset
-from hub.weights import read_verified
 from medical.io import _bad_rows, encoded_names, feature_matrix, infer_categories, survival_inputs
 
 # The files of ../shared/data/deepsurv/PROVENANCE.md: GitHub jaredleekatzman/DeepSurv at a fixed commit.

@@ -39,9 +39,9 @@ def predict_risk(model: torch.nn.Module, dataset) -> tuple[np.ndarray, np.ndarra
 
 def survival_report(name: str, out_dir: str | None = None) -> dict[str, Any]:
     """Metrics and risk-group plot of a run folder or pretrained tag on the test part of its data."""
+    from hub.core.registry import get_dataset_entry
     from hub.models import load, model_card
     from hub.recipe import check_builder_args
-    from hub.registry import get_dataset_entry
 
     card = model_card(name)
     entry = get_dataset_entry(card.data["name"])

@@ -23,10 +23,10 @@ import pandas as pd
 import torch
 from torch.utils.data import Dataset
 
+from hub.core.registry import register_dataset
+from hub.core.weights import read_verified
 from hub.data import HubDataModule, data_dir, dataset_file, stratified_split
 from hub.errors import DataError
-from hub.registry import register_dataset
-from hub.weights import read_verified
 from tabular.io import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
 
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",

@@ -78,10 +78,10 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from hub.core.registry import register_dataset
+from hub.core.weights import read_verified
 from hub.data import HubDataModule, data_dir, dataset_file
 from hub.errors import DataError, DatasetUnavailable
-from hub.registry import register_dataset
-from hub.weights import read_verified
 from timeseries.io import (
     _unit_files,
     read_adjacency_csv,

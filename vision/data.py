@@ -22,10 +22,10 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 from torchvision import datasets as tv_datasets
 
+from hub.core.registry import register_dataset
+from hub.core.weights import is_offline
 from hub.data import EpochSeededDataset, HubDataModule, class_folder_splits, data_dir, download_dir, stratified_split
 from hub.errors import DataError, DatasetUnavailable
-from hub.registry import register_dataset
-from hub.weights import is_offline
 from vision.io import IMAGE_SUFFIXES, _scan_class_folders, image_pixels, image_spec, read_image
 from vision.resident import BatchAugment, ResidentImages, decode_images
 from vision.shapes import MultiShapes

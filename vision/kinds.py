@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from hub.classical import LinearProbabilities, kept_linear
+from hub.core.registry import get_model_entry
 from hub.kinds import (
     BaselineResult,
     InputForm,
@@ -38,7 +39,6 @@ from hub.recipe import (
     TrainerSection,
     scratch_recipe,
 )
-from hub.registry import get_model_entry
 from hub.uncertainty.ood import image_summary
 from vision.baselines import pixel_baseline_on_run_split, pixel_probabilities
 from vision.explain import explain_image_files, explain_scenes

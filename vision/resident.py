@@ -259,8 +259,8 @@ def decode_images(files: Sequence[Path], spec: dict[str, Any], progress: bool = 
     keyed by the files' contents (:func:`_files_key`), and read from there by later runs."""
     from safetensors.torch import load_file, save
 
+    from hub.core.weights import cache_dir
     from hub.io import atomic_write_bytes
-    from hub.weights import cache_dir
     from vision.io import image_pixels
 
     key = _files_key(files, spec)

@@ -24,9 +24,9 @@ from timm.layers import trunc_normal_
 from timm.models.vision_transformer import Block
 from torch import nn
 
+from hub.core.registry import register_model
 from hub.errors import DataError, HubError
 from hub.explain import vit_attention  # hooks on timm's attention, shared with the ViTs
-from hub.registry import register_model
 
 
 class AudioSpectrogramTransformer(nn.Module):

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from audio.models.ast import AudioSpectrogramTransformer
-from hub.registry import register_model
+from hub.core.registry import register_model
 
 
 class SSAST(AudioSpectrogramTransformer):

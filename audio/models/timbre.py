@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from hub.attention import MultiHeadAttention
+from hub.core.registry import register_model
 from hub.errors import DataError
-from hub.registry import register_model
 
 
 class TimbreAttention(nn.Module):

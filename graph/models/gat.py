@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hub.attention.graph import CATLayer, GATLayer, conjoint_structure, sparse_input_dropout
-from hub.registry import register_model
+from hub.core.registry import register_model
 
 
 class GraphAttentionNet(nn.Module):

@@ -22,7 +22,7 @@ from torch_geometric.utils import to_dense_batch
 
 from hub.attention.graph import GATLayer
 from hub.attention.set_transformer import PMA
-from hub.registry import register_model
+from hub.core.registry import register_model
 
 
 class GATSetClassifier(nn.Module):

@@ -30,8 +30,8 @@ from torch.utils.data import TensorDataset
 
 from hub.attention.cross_attention import masked_mean
 from hub.attention.set_transformer import SetTransformer
+from hub.core.registry import register_dataset, register_model
 from hub.data import HubDataModule
-from hub.registry import register_dataset, register_model
 from hub.tasks import Task, register_task
 
 MOG_COMPONENTS, MOG_DIM, MOG_SIGMA, MOG_RANGE = 4, 2, 0.3, 4.0

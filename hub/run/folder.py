@@ -14,13 +14,13 @@ from typing import Any
 import torch
 import yaml
 
-from hub.cards import PretrainedCfg, portable_data, portable_recipe, write_card
+from hub.core.cards import PretrainedCfg, portable_data, portable_recipe, write_card
+from hub.core.registry import get_model_entry
+from hub.core.weights import save_state_dict, sha256_bytes
 from hub.errors import TrainingError
 from hub.io import atomic_write_bytes
 from hub.plotting import save_figure
 from hub.recipe import Recipe
-from hub.registry import get_model_entry
-from hub.weights import save_state_dict, sha256_bytes
 
 
 def new_run_dir(output_dir: str, recipe_name: str, seed: int) -> Path:
@@ -77,8 +77,8 @@ def plot_curves(rows: list[dict[str, float]], path: Path) -> None:
 def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes, name: str,
               metrics: dict[str, float], recipe_path: str | None, overrides: list[str] | None = None) -> PretrainedCfg:
     """The draft card of a run: its recipe as the recipe file, the overrides and the resolved recipe, without
-    the run's output folder (:func:`hub.cards.portable_recipe`); the data module's names of its outputs. Data paths
-    are made portable (:func:`hub.cards.portable_data_path`); the run's ``recipe.yaml`` keeps them as given."""
+    the run's output folder (:func:`hub.core.cards.portable_recipe`); the data module's names of its outputs. Data paths
+    are made portable (:func:`hub.core.cards.portable_data_path`); the run's ``recipe.yaml`` keeps them as given."""
     return PretrainedCfg(
         name=name, sha256=sha256_bytes(weights), num_bytes=len(weights), file="model.safetensors",
         task=get_model_entry(recipe.model.name).task,

@@ -26,10 +26,11 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities import rank_zero_only
 
-from hub.cards import read_card
+from hub.core.cards import read_card
+from hub.core.registry import get_dataset_entry, get_model_entry
+from hub.core.weights import sha256_bytes
 from hub.errors import RecipeError, TrainingError
 from hub.recipe import Recipe, load_recipe
-from hub.registry import get_dataset_entry, get_model_entry
 from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, Lookahead, RunRecorder
 from hub.run.evaluate import single_device_trainer
 from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
@@ -38,7 +39,6 @@ from hub.run.tracking import build_loggers, check_logger_packages, log_test_metr
 from hub.tasks import Task, create_task
 from hub.uncertainty.conformal import fit_run
 from hub.uncertainty.ood import fit_and_store
-from hub.weights import sha256_bytes
 
 log = logging.getLogger("hub")
 RUN_DIR_ENV = "HUB_RUN_DIR"  # set by the launching process so DDP workers join its run folder

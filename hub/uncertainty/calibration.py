@@ -159,10 +159,10 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
               progress: bool = True) -> dict[str, Any]:
     """Fit the temperature and the trust score of classifier ``name`` (a run folder or a pretrained tag) on its
     validation split, measure them on its test split, and return the figures (see the module docstring)."""
-    from hub.cards import write_card
+    from hub.core.cards import write_card
+    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
     from hub.recipe import card_data
-    from hub.registry import is_run_path
 
     card = model_card(name)
     if not card.label_names:

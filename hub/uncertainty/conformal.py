@@ -231,7 +231,7 @@ def fit_run(run_dir: Path, model: torch.nn.Module, datamodule, task, device: str
             progress: bool = True) -> dict[str, Any]:
     """The end-of-training step (``trainer.calibrate``): :func:`fit` on the run's data, kept in the run's
     ``card.json`` and, under ``calibration`` or ``intervals``, in its ``metrics.json``; returns what it fitted."""
-    from hub.cards import read_card, write_card
+    from hub.core.cards import read_card, write_card
     from hub.io import atomic_write_bytes
 
     calibration = fit(model, datamodule, task, device, progress)
@@ -247,10 +247,10 @@ def fit_run(run_dir: Path, model: torch.nn.Module, datamodule, task, device: str
 def fit_card(name: str, data_overrides: list[str] | None = None, progress: bool = True) -> dict[str, Any]:
     """:func:`fit` for a run folder or a shipped tag ``name`` on the data its card names, written into its card
     (``card.json``, or the tag's ``<name>.json``; the weights and their sha256 are untouched); returns it."""
-    from hub.cards import write_card
+    from hub.core.cards import write_card
+    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
     from hub.recipe import card_data
-    from hub.registry import is_run_path
     from hub.tasks import create_task
 
     card = model_card(name)
@@ -297,3 +297,51 @@ def interval_columns(card, header: list[str], values: torch.Tensor,
     percent = round(100 * level)
     header = [c for name in header for c in (name, f"{name}_lower_{percent}", f"{name}_upper_{percent}")]
     return header, torch.stack([values, values - width, values + width], -1).flatten(1)
+
+
+def predictor_intervals(card, data, chosen: str, weight: float) -> dict[str, Any] | None:
+    """The card's conformal intervals fitted again on the validation residuals of the chosen predictor, when it is
+    a regression's baseline or blend and the card has intervals (those were fitted on the model's residuals, while
+    ``predict`` centres them on the predictor's values); None otherwise.
+
+    Args:
+        card: the run's card (its ``calibration["conformal"]``, its ``input_spec`` for the target's units).
+        data: the run's :class:`hub.kinds.PredictorData` (its ``outputs`` where the choice saw one output of several).
+        chosen: the chosen predictor.
+        weight: its weight on the model's outputs.
+    """
+    from hub.predictor import blend
+
+    conformal = card.calibration.get("conformal", {})
+    if data.task != "regression" or chosen == "model" or "half_width" not in conformal:
+        return None
+    arrays = data.outputs or {"labels": data.labels, "model": data.model, "baseline": data.baseline}
+    pairs = {}
+    for split in ("val", "test"):
+        labels = np.asarray(arrays["labels"][split], np.float64).reshape(len(arrays["labels"][split]), -1)
+        values = blend(np.asarray(arrays["model"][split], np.float64).reshape(labels.shape),
+                       np.asarray(arrays["baseline"][split], np.float64).reshape(labels.shape), weight)
+        pairs[split] = [(values[:, j], np.abs(values[:, j] - labels[:, j])) for j in range(labels.shape[1])]
+    if len(pairs["val"]) != len(conformal["outputs"]):
+        raise HubError(f"the predictor data of {card.name} has {len(pairs['val'])} outputs for the "
+                       f"{len(conformal['outputs'])} of its intervals {conformal['outputs']}")
+    return fit_intervals(pairs["val"], pairs["test"], list(conformal["outputs"]), *target_units(card.input_spec),
+                         fitted_on=f"validation split, residuals of the predictor ({chosen})")
+
+
+def fit_predictor_run(run_dir: Path, data, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """After a run's predictor is chosen (:func:`hub.predictor.record_predictor`, its ``entry``): the run's intervals
+    fitted again on that predictor's residuals (:func:`predictor_intervals`), written to its ``card.json`` and
+    ``metrics.json`` (``intervals``); returns them, or None when the model's own intervals stay."""
+    from hub.core.cards import read_card, write_card
+    from hub.io import atomic_write_bytes
+
+    card = read_card(Path(run_dir) / "card.json")
+    conformal = predictor_intervals(card, data, entry["chosen"], entry["weight"])
+    if conformal is None:
+        return None
+    write_card(with_calibration(card, {"conformal": conformal}), Path(run_dir) / "card.json")
+    summary = json.loads((Path(run_dir) / "metrics.json").read_text())
+    summary["intervals"] = conformal
+    atomic_write_bytes(Path(run_dir) / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+    return conformal

@@ -57,9 +57,9 @@ def held_out_outputs(card, val_fraction: float, runs: int, progress: bool = True
                                                                                            str]:
     """``(outputs (N, K), targets (N, K), described)``: the validation outputs and targets of ``runs`` trainings of
     the card's recipe, each on its own held-out units (:func:`held_out_overrides`), pooled."""
+    from hub.core.registry import get_dataset_entry
     from hub.models import load_from_card, model_card
     from hub.recipe import card_data
-    from hub.registry import get_dataset_entry
     from hub.run.train import train
     from hub.uncertainty.calibration import model_outputs
 
@@ -90,10 +90,10 @@ def held_out_outputs(card, val_fraction: float, runs: int, progress: bool = True
 def fit_card(name: str, val_fraction: float = 0.25, runs: int = 4, progress: bool = True) -> dict[str, Any]:
     """The ``conformal`` intervals of the tag or run folder ``name`` fitted on cross-fitted residuals
     (:func:`held_out_outputs`), written into its card (weights untouched); returns them."""
-    from hub.cards import write_card
+    from hub.core.cards import write_card
+    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
     from hub.recipe import card_data
-    from hub.registry import is_run_path
     from hub.tasks import create_task
     from hub.uncertainty import conformal
 

@@ -608,7 +608,7 @@ def sidecar_name(card) -> str:
 
 def save_detector(detector: Detector, section: dict[str, Any], card_dir: Path, card) -> dict[str, Any]:
     """Write the detector's statistics beside the card's weights; returns ``section`` with the file and sha256."""
-    from hub.weights import save_state_dict
+    from hub.core.weights import save_state_dict
 
     name = sidecar_name(card)
     sha256 = save_state_dict({k: v.contiguous() for k, v in detector.statistics.items()}, Path(card_dir) / name,
@@ -619,7 +619,7 @@ def save_detector(detector: Detector, section: dict[str, Any], card_dir: Path, c
 def load_detector(card) -> Detector | None:
     """The detector of ``card`` (its sidecar's sha256 checked), or None when the card has no ``ood`` section or its
     sidecar is missing (with a warning)."""
-    from hub.weights import load_state_dict
+    from hub.core.weights import load_state_dict
 
     if not card.ood or card.ood["score"] == "none":
         return None
@@ -636,7 +636,7 @@ def fit_and_store(model: torch.nn.Module, card, datamodule, card_path: Path, rat
                   progress: bool = False) -> dict[str, Any]:
     """:func:`fit_detector`, then the sidecar beside the weights and the card's ``ood`` section written to
     ``card_path`` (weights untouched); a model that gets no score gets ``{"score": "none", "note": why}``."""
-    from hub.cards import write_card
+    from hub.core.cards import write_card
 
     try:
         detector, section = fit_detector(model, card, datamodule, rate, progress)
@@ -651,9 +651,9 @@ def fit_card(name: str, rate: float = DEFAULT_FALSE_ALARM_RATE, data_overrides: 
              progress: bool = True) -> dict[str, Any]:
     """Fit the OOD scores of a pretrained tag or run folder ``name`` from the data its card names (as
     ``attnhub calibrate`` does) and store them (:func:`fit_and_store`); returns the card's ``ood`` section."""
+    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
     from hub.recipe import card_data
-    from hub.registry import is_run_path
 
     card = model_card(name)
     datamodule = card_data(card, data_overrides)

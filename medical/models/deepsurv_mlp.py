@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from hub.core.registry import register_model
 from hub.errors import DataError
-from hub.registry import register_model
 
 
 class DeepSurvMLP(nn.Module):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hub.registry import register_model
+from hub.core.registry import register_model
 from medical.models.tfcam import check_stays
 
 

@@ -37,9 +37,9 @@ import torch
 from torch import nn
 
 from hub.attention import PMA, SAB, CrossAttention, DualCrossAttention, masked_mean
+from hub.core.registry import register_model
 from hub.errors import DataError
 from hub.layers.periodic_embeddings import PeriodicEmbeddings
-from hub.registry import register_model
 
 
 class GeneTokenizer(nn.Module):

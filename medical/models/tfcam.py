@@ -42,9 +42,9 @@ from torch import nn
 
 from hub.attention.cross_attention import DualCrossAttention
 from hub.attention.functional import MultiHeadAttention
+from hub.core.registry import register_model
 from hub.errors import DataError
 from hub.layers.batch_ensemble import LinearBatchEnsemble, MemberHeads
-from hub.registry import register_model
 
 
 def check_stays(values: torch.Tensor, mask: torch.Tensor, static: torch.Tensor, num_variables: int,

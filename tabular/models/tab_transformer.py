@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from hub.attention import MultiHeadAttention
+from hub.core.registry import register_model
 from hub.layers.periodic_embeddings import PeriodicEmbeddings
-from hub.registry import register_model
 from tabular.models.layers import CategoricalEmbeddings, LinearHeadModel, check_numeric
 
 

@@ -19,8 +19,8 @@ import math
 import torch
 from torch import nn
 
+from hub.core.registry import register_model
 from hub.layers.batch_ensemble import LinearBatchEnsemble, MemberHeads
-from hub.registry import register_model
 from tabular.models.layers import CategoricalEmbeddings, flat_inputs
 
 

@@ -32,9 +32,9 @@ import pytorch_lightning as pl
 import torch
 from torch import nn
 
+from hub.core.registry import register_model
 from hub.errors import DataError
 from hub.layers.periodic_embeddings import PeriodicEmbeddings
-from hub.registry import register_model
 from tabular.models.layers import CategoricalEmbeddings, check_numeric
 
 

@@ -7,7 +7,7 @@ from hub.errors import DataError
 
 
 def test_fsdd_split_holds_one_speaker_out():
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     data = get_dataset_entry("fsdd").builder(test_speaker="lucas", label_fraction=0.1, target_frames=64)
     data.setup()
@@ -21,7 +21,7 @@ def test_fsdd_split_holds_one_speaker_out():
 
 def test_fsdd_digits_keeps_those_digits_in_every_split_labelled_in_list_order():
     """``digits=[7, 2]``: only sevens and twos, label 0 the sevens, theo's 100 clips of them the test set."""
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     data = get_dataset_entry("fsdd").builder(digits=[7, 2])
     splits, classes = data.split_items()  # files and labels only: no spectrogram is computed
@@ -37,7 +37,7 @@ def test_fsdd_digits_keeps_those_digits_in_every_split_labelled_in_list_order():
 @pytest.mark.parametrize("name", hub.list_models(domain="audio", pretrained=True))
 def test_shipped_weights_reproduce_their_card(name):
     """Every shipped audio tag loads (sha256 checked) and scores its first seed's test accuracy on FSDD."""
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     model = hub.load(name)
     card = model.pretrained_cfg

@@ -57,8 +57,8 @@ def test_finetune_from_scratch_records_the_normalisation_and_predict_applies_it(
 
 
 def test_finetune_with_an_absolute_data_path_writes_no_machine_path_in_the_card(tmp_path, capsys, monkeypatch):
-    from hub.cards import absolute_paths
     from hub.cli import main
+    from hub.core.cards import absolute_paths
     from hub.recipe import card_data
 
     root = generated_graph(tmp_path / "data" / "counts", non_negative=True)

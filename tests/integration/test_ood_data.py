@@ -109,7 +109,7 @@ def _adult_rows(count: int):
 
 
 def _table_predictions(tag: str, frame, tmp_path):
-    from hub.predict import table_predictions
+    from hub.deploy.predict import table_predictions
 
     path = tmp_path / "rows.csv"
     frame.to_csv(path, index=False)
@@ -168,7 +168,7 @@ def test_spoken_digit_model_flags_noise_and_tones(tag, tmp_path):
         _write_wav(tmp_path / f"noise{i}.wav", rng.normal(0, 0.3, len(t)))
         _write_wav(tmp_path / f"tone{i}.wav", 0.5 * np.sin(2 * np.pi * (200 + 150 * i) * t))
         files += [str(tmp_path / f"noise{i}.wav"), str(tmp_path / f"tone{i}.wav")]
-    from hub.predict import file_predictions
+    from hub.deploy.predict import file_predictions
 
     rows = [row for _, batch in file_predictions(model, files, batch_size=16) for row in batch]
     assert np.mean([row[-1] == "True" for row in rows]) >= 0.9
@@ -249,7 +249,7 @@ def test_graph_predictions_carry_ood_columns(tmp_path, capfd):
     """``attnhub predict gat.cora FOLDER`` on Cora with its test nodes unlabelled: each predicted node gets
     ``ood_score`` and ``ood``; as given, at most 5% flagged; with shuffled features, at least half."""
     from benchmarks.uncertainty import shuffled_node_features
-    from hub.predict import file_predictions
+    from hub.deploy.predict import file_predictions
 
     model, _, data = _setup("gat.cora")
     graph = data.graph
@@ -268,7 +268,7 @@ def test_survival_patients_out_of_range_or_with_an_empty_gene_are_flagged(tmp_pa
     """METABRIC's test patients as a CSV through predict: at most 5% flagged; aged three times their age (a robust
     z-score of about 9 and more): at least 90%; with MKI67 left empty (never empty in training): all."""
     from benchmarks.uncertainty import survival_rows
-    from hub.predict import file_predictions
+    from hub.deploy.predict import file_predictions
 
     model, detector, data = _setup("survival_fusion.metabric")
     assert detector.scores == ["mahalanobis", "range"]

@@ -15,8 +15,8 @@ import torch
 
 import hub
 from hub.cli import main
+from hub.core.weights import sha256_bytes
 from hub.errors import HubError
-from hub.weights import sha256_bytes
 
 FAST = ["trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]
 FROZEN = ["optimizer.lr=1e-7"]  # one epoch that barely moves the model: the baseline wins
@@ -58,8 +58,8 @@ def _tamper(path: Path) -> str:
 
 
 def test_survival_run_whose_coxph_wins_predicts_with_it_and_refuses_it_tampered(tmp_path, capsys):
+    from hub.deploy.publish import publish
     from hub.predictor import load_arrays
-    from hub.publish import publish
     from medical.baselines import COX_ARRAYS
 
     frame = _survival_table(tmp_path / "t.csv", noise=0.0)  # times in the order of x1: CoxPH's C is near 1
@@ -179,7 +179,7 @@ def test_forced_image_blend_predicts_the_blend_of_probabilities(tmp_path, capsys
     from PIL import Image
 
     from hub.classical import kept_linear, linear_probabilities
-    from hub.predict import predicted_values
+    from hub.deploy.predict import predicted_values
     from vision.baselines import pixels
     from vision.io import read_image
 
@@ -206,7 +206,7 @@ def test_forced_image_blend_predicts_the_blend_of_probabilities(tmp_path, capsys
                      card.label_names] for r in rows])
     np.testing.assert_allclose(got, expected, atol=2e-6)
 
-    from hub.exporter import export, run_artefact  # the blend exports as one graph of its probabilities
+    from hub.deploy.exporter import export, run_artefact  # the blend exports as one graph of its probabilities
     path = export(str(run), "onnx", tmp_path / "onnx")
     exported = run_artefact(path, {"x": torch.stack([read_image(f, card.input_spec) for f in files])}).numpy()
     np.testing.assert_allclose(exported, expected, atol=1e-5)

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 import hub
-from hub.cards import absolute_paths
 from hub.cli import main
+from hub.core.cards import absolute_paths
 from hub.errors import HubError
 from hub.recipe import Recipe
 from hub.reproduction import REPORT_FILE, format_report, locate_recipe

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import hub
+from hub.core.weights import sha256_bytes
 from hub.errors import HubError
 from hub.predictor import load_skops
-from hub.weights import sha256_bytes
 from tabular.io import TabularPreprocessor, read_table
 from tests.unit.test_tabular import _frame
 
@@ -80,7 +80,7 @@ def test_regression_run_names_its_output_after_the_target(tmp_path, capsys):
 
 
 def test_run_whose_baseline_wins_predicts_with_it_and_refuses_a_tampered_baseline(tmp_path, capsys):
-    from hub.publish import publish
+    from hub.deploy.publish import publish
     from tabular.baselines import TRUSTED_TYPES
 
     rng = np.random.default_rng(0)

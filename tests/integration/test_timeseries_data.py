@@ -10,8 +10,8 @@ import pytest
 
 import hub
 from hub.cli import main
+from hub.core.registry import get_dataset_entry
 from hub.errors import DataError
-from hub.registry import get_dataset_entry
 from hub.run.evaluate import card_data, evaluate
 from hub.run.train import train
 from timeseries.data import read_cmapss_units, rul_targets

@@ -21,7 +21,7 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     run = train(str(recipe), progress=False)
     card = hub.model_card(str(run))
     assert card.input_spec["sensors"][0] == "s0" and card.input_spec["graph"] == "adjacency.csv"
-    from hub.cards import absolute_paths, read_card
+    from hub.core.cards import absolute_paths, read_card
     from timeseries.io import read_adjacency_csv, road_graph  # the card carries who neighbours whom, not a path
 
     assert (road_graph(card.model_args["graph"]) == (read_adjacency_csv(root / "adjacency.csv") != 0)).all()
@@ -76,10 +76,10 @@ def test_cli_trains_a_traffic_family_from_scratch_with_its_baseline(tmp_path, ca
     import json
     from pathlib import Path
 
-    from hub.cards import absolute_paths
+    from hub.core.cards import absolute_paths
 
     monkeypatch.chdir(tmp_path)  # the folder named by its absolute path under the working folder: the card holds
-    _traffic_folder(tmp_path / "t")  # it relative (hub.cards.portable_data_path)
+    _traffic_folder(tmp_path / "t")  # it relative (hub.core.cards.portable_data_path)
     assert main(["finetune", "traffic_gru", "--data", str(tmp_path / "t"), "--output-dir", "runs",
                  "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
     out = capsys.readouterr().out

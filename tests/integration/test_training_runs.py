@@ -19,11 +19,11 @@ from sklearn.datasets import load_digits
 
 import hub
 from hub.cli import main
+from hub.core.registry import register_model
+from hub.core.weights import load_state_dict
 from hub.errors import HubError, TrainingError
-from hub.registry import register_model
 from hub.run.evaluate import evaluate
 from hub.run.train import train
-from hub.weights import load_state_dict
 from tests.unit.test_quickstart import _write_digit_pngs
 
 RECIPE = Path("recipes") / "vision" / "vit_digits_sklearn.yaml"
@@ -90,7 +90,7 @@ def test_tensorboard_and_mlflow_hold_the_metrics_of_metrics_csv(repo, tmp_path):
 
 
 def test_publish_then_add_seeds_keeps_the_weights_and_extends_the_metrics(repo, tmp_path):
-    from hub.publish import publish
+    from hub.deploy.publish import publish
 
     runs = [_train(repo, tmp_path / "runs", [f"seed={seed}"]) for seed in (0, 1, 2)]
     tests = [json.loads((run / "metrics.json").read_text())["test"]["test/acc"] for run in runs]
@@ -113,8 +113,8 @@ def test_publish_then_add_seeds_keeps_the_weights_and_extends_the_metrics(repo, 
 
 
 def test_run_card_holds_no_machine_path_and_publish_refuses_one_that_does(repo, tmp_path):
-    from hub.cards import absolute_paths
-    from hub.publish import publish
+    from hub.core.cards import absolute_paths
+    from hub.deploy.publish import publish
 
     run = _train(repo, tmp_path / "runs", ["seed=3"])  # trained with an absolute recipe path and output_dir
     card = json.loads((run / "card.json").read_text())

@@ -5,7 +5,7 @@ import hub
 
 
 def test_breastmnist_and_cifar10_load_from_the_data_dir():
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     breast = get_dataset_entry("breastmnist").builder(img_size=32, channels=3, mean=[0.5] * 3, std=[0.5] * 3)
     breast.setup()

@@ -117,7 +117,7 @@ def test_fbank_shapes_cut_pad_and_normalisation():
 
 
 def test_time_fit_stretches_whole_clips(tmp_path):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     ramp = torch.arange(1.0, 101.0).repeat(128, 1)  # (F, 100): frame t holds t + 1
     torch.testing.assert_close(fit_frames(ramp, 50, time_fit="stretch")[0], torch.arange(50.0) * 2 + 1.5)
@@ -138,7 +138,7 @@ def test_time_fit_stretches_whole_clips(tmp_path):
 
 
 def test_trim_silence_drops_quiet_ends_only(tmp_path):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     db = torch.tensor([-50.0, -40, 0, -3, -45, -2, 0, -30, -60])  # frame energies in dB; a pause in the middle
     spec = (db / 4.3429448).repeat(128, 1)  # (F, 9) in nats, as Kaldi's log fbank
@@ -232,7 +232,7 @@ def _tone_folder(root, per_class: int = 6):
 
 
 def test_audio_folder_data_and_its_errors(tmp_path):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     build = get_dataset_entry("audio_folder").builder
     data = build(str(_tone_folder(tmp_path / "ok")), target_frames=40, val_fraction=0.25, test_fraction=0.25)
@@ -285,7 +285,7 @@ def test_spectral_tilt_is_a_smooth_curve_the_same_in_every_frame():
 def test_mel_warp_moves_a_formant_and_keeps_the_frames():
     from audio.data import SpectrogramAugment
     from audio.features import warp_mel_bins
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     spec = torch.zeros(128, 5)
     spec[40] = 1.0  # a "formant" at bin 40 in every frame
@@ -316,7 +316,7 @@ def test_spectrogram_explanations_and_overlay(tmp_path):
 
 @pytest.mark.parametrize("bad", [[3], [1, 1], [2, 10], [-1, 4], [0, 1.0], [True, 2], "01234"])
 def test_fsdd_digits_must_be_two_or_more_distinct_digits(bad):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     with pytest.raises(DataError, match=r"digits must be a list of at least two distinct FSDD digits \(integers "
                                         r"0-9\), got " + re.escape(repr(bad))):

@@ -111,7 +111,7 @@ def _survival_csv(path: Path) -> Path:
 @FUZZ
 @given(corruption=corruptions())
 def test_survival_table_survives_corruption(corruption):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     with tempfile.TemporaryDirectory() as tmp:
         path = _survival_csv(Path(tmp) / "patients.csv")
@@ -190,7 +190,7 @@ def _table(path: Path) -> Path:
 def test_csv_table_survives_corruption(corruption, stage):
     """A broken training CSV or a broken CSV to predict: a DataError (naming the file or the column), or
     finite model inputs; in prediction a cell gone bad in a known column never crashes the transform."""
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
     from tabular.io import TabularPreprocessor, read_table
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -11,7 +11,7 @@ from hub.cli import main
 
 
 def test_family_recipes_prefer_cpu_then_gpu_then_a_sibling_family(repo, tmp_path):
-    from hub.registry import list_models
+    from hub.core.registry import list_models
 
     for name in ("a_gpu", "b"):
         (tmp_path / f"{name}.yaml").write_text("model: {name: vit_digits}\n")
@@ -20,7 +20,7 @@ def test_family_recipes_prefer_cpu_then_gpu_then_a_sibling_family(repo, tmp_path
     assert recipes["vit_digits"] == (repo / "recipes" / "quickstart.yaml", "own CPU recipe")
     assert recipes["vit_tiny_patch4_32"] == (repo / "recipes/vision/vit_tiny_cifar10_gpu.yaml", "own GPU recipe, fp32")
     assert recipes["ast_base"] == (repo / "recipes/audio/ast_tiny_fsdd.yaml", "ast_tiny's recipe")
-    from hub.registry import get_model_entry
+    from hub.core.registry import get_model_entry
 
     packages = ("hub", "vision", "graph", "audio", "tabular", "medical", "timeseries")  # not families tests add
     ours = {f for f in list_models() if get_model_entry(f).builder.__module__.split(".")[0] in packages}

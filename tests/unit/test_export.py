@@ -13,8 +13,8 @@ import torch
 
 import hub
 from hub.cli import main
+from hub.deploy.exporter import example_inputs, run_artefact
 from hub.errors import HubError
-from hub.exporter import example_inputs, run_artefact
 from hub.models import model_card
 
 TOLERANCE = 1e-4  # every exportable family meets it in fp32

@@ -26,7 +26,7 @@ def ring(num_nodes: int = 12) -> torch.Tensor:
 
 
 def karate():
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     data = get_dataset_entry("karate_club").builder()
     data.setup("fit")

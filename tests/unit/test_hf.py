@@ -1,4 +1,4 @@
-"""Hugging Face Hub interop (hub.hf) against a local server that answers the Hub's endpoints: no internet."""
+"""Hugging Face Hub interop (hub.deploy.hf) against a local server that answers the Hub's endpoints: no internet."""
 import base64
 import hashlib
 import json
@@ -14,12 +14,12 @@ import yaml
 from PIL import Image
 
 import hub
-from hub.cards import absolute_paths
 from hub.cli import main
+from hub.core.cards import absolute_paths
+from hub.core.weights import load_state_dict, save_state_dict
+from hub.deploy.hf import upload
+from hub.deploy.publish import publish
 from hub.errors import OfflineError, UnknownModelError, WeightsError
-from hub.hf import upload
-from hub.publish import publish
-from hub.weights import load_state_dict, save_state_dict
 
 REPO_ID = "alice/digits"
 
@@ -245,8 +245,8 @@ def test_offline_loads_from_a_warm_cache_without_a_request_and_names_the_repo_wh
 def _with_baseline_predictor(folder, tmp_path) -> np.ndarray:
     """Make the fake run at ``folder`` predict with a kept logistic regression on its 8x8 pixels (random arrays in
     :data:`hub.classical.LINEAR_ARRAYS`' layout) as its predictor's baseline; returns the regression's coef."""
+    from hub.core.weights import sha256_bytes
     from hub.predictor import save_arrays
-    from hub.weights import sha256_bytes
 
     rng = np.random.default_rng(0)
     coef = rng.normal(size=(10, 64))

@@ -4,7 +4,7 @@ Docstrings may name them in prose."""
 import ast
 from pathlib import Path
 
-from hub import registry
+from hub.core import registry
 from hub.kinds import KINDS
 
 HUB = Path(__file__).resolve().parents[2] / "hub"

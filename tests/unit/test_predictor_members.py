@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hub.core.weights import sha256_bytes
 from hub.errors import HubError
 from hub.kinds import PredictorData
 from hub.predictor import choose, load_arrays, predictor_entry, rank_scores, save_arrays, scores
-from hub.weights import sha256_bytes
 
 
 def test_survival_choice_reads_validation_only():
@@ -75,8 +75,7 @@ def test_kept_arrays_are_refused_when_tampered_with_or_incomplete(tmp_path):
 def test_a_regression_predictor_other_than_the_model_gets_intervals_from_its_own_residuals():
     from types import SimpleNamespace
 
-    from hub.predictor import predictor_intervals
-    from hub.uncertainty.conformal import conformal_half_width
+    from hub.uncertainty.conformal import conformal_half_width, predictor_intervals
 
     rng = np.random.default_rng(0)
     labels = {s: rng.normal(size=n) for s, n in (("val", 99), ("test", 50))}  # standardised targets

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import hub
+from hub.core.index import build_index
+from hub.core.registry import Registry, is_run_path, read_index, register_model, split_name
 from hub.errors import HubError, RegistryError, UnknownModelError
-from hub.index import build_index
-from hub.registry import Registry, is_run_path, read_index, register_model, split_name
 
 
 def test_import_hub_is_light():
@@ -56,13 +56,13 @@ def test_registry_type_names_duplicates_and_close_names():
 
 def test_index_is_current():
     """hub/index.json is what the registry holds after importing every domain; regenerate it with
-    `python -m hub.index` after adding or changing a family or dataset."""
+    `python -m hub.core.index` after adding or changing a family or dataset."""
 
     @register_model(task="image-classification", domain="vision")
     def index_test_family():  # registered at run time (as tests and users do): never part of the index
         return torch.nn.Linear(1, 1)
 
-    assert build_index() == read_index(), "hub/index.json is out of date: run `python -m hub.index`"
+    assert build_index() == read_index(), "hub/index.json is out of date: run `python -m hub.core.index`"
 
 
 def _modules_after(code: str) -> list[str]:
@@ -132,7 +132,7 @@ def test_model_card_fields():
     ("survival_fusion.metabric", ["risk"], False),  # a Cox risk has no target in its units: no interval
 ])
 def test_regression_cards_name_their_outputs_in_the_predict_header(name, names, intervals):
-    from hub.predict import prediction_cells
+    from hub.deploy.predict import prediction_cells
 
     card = hub.model_card(name)
     assert card.output_names == names
@@ -144,7 +144,7 @@ def test_regression_cards_name_their_outputs_in_the_predict_header(name, names, 
 
 
 def test_predict_header_falls_back_to_numbered_outputs_and_classes_keep_theirs():
-    from hub.predict import prediction_cells
+    from hub.deploy.predict import prediction_cells
 
     unnamed = dataclasses.replace(hub.model_card("rul_attention.fd001"), output_names=[], calibration={})
     assert prediction_cells(torch.zeros(1, 3), unnamed, 3)[0] == ["output_0", "output_1", "output_2"]

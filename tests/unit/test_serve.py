@@ -17,7 +17,7 @@ from hub.cli import main
 httpx = pytest.importorskip("httpx")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STARTUP_S = 180  # the server imports torch and loads the model first; a bound, not a timing check
-PROB_TOLERANCE = 1e-5  # batched CPU matmuls round the 6th decimal of a probability differently (see hub/serve.py)
+PROB_TOLERANCE = 1e-5  # batched CPU matmuls round a probability's 6th decimal differently (see hub/deploy/serve.py)
 
 
 def _free_port() -> int:
@@ -178,8 +178,8 @@ def test_table_model_answers_json_rows_as_predict(tmp_path):
 
 
 def test_a_failing_batch_is_answered_request_by_request(digit_pngs, tmp_path):
+    from hub.deploy.serve import BatchingPredictor, Job, load_served
     from hub.errors import DataError
-    from hub.serve import BatchingPredictor, Job, load_served
 
     paths, expected = digit_pngs
     broken = tmp_path / "broken.png"

@@ -168,7 +168,7 @@ def test_data_errors_name_the_column(tmp_path):
                                                       ("wine", "classification", 3, 13),
                                                       ("diabetes", "regression", 1, 10)])
 def test_sklearn_sets(name, task, classes, width):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     data = get_dataset_entry(name).builder()
     data.setup()

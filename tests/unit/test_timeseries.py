@@ -9,8 +9,8 @@ import torch
 
 import hub
 from hub.cli import main
+from hub.core.registry import get_dataset_entry
 from hub.errors import DataError, HubError
-from hub.registry import get_dataset_entry
 from timeseries.tasks import NASAScore
 
 RUL_FAMILIES = ["rul_attention", "rul_attention_gru"]
@@ -199,7 +199,7 @@ def test_speed_csv_conversions_and_time_of_day(tmp_path):
     (lambda lines: lines[:20], "too few for a train/val/test split"),
 ])
 def test_bad_speed_files_are_refused_naming_the_problem(tmp_path, edit, message):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     root = _traffic_folder(tmp_path / "t")
     lines = (root / "speeds.csv").read_text().splitlines()
@@ -209,7 +209,7 @@ def test_bad_speed_files_are_refused_naming_the_problem(tmp_path, edit, message)
 
 
 def test_adjacency_that_does_not_fit_is_refused(tmp_path):
-    from hub.registry import get_dataset_entry
+    from hub.core.registry import get_dataset_entry
 
     root = _traffic_folder(tmp_path / "t")
     np.savetxt(root / "adjacency.csv", np.eye(3), delimiter=",")

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 import hub
-from hub.cards import absolute_paths, read_card, write_card
+from hub.core.cards import absolute_paths, read_card, write_card
+from hub.core.weights import apply_state_dict, load_state_dict, save_state_dict
 from hub.errors import OfflineError, WeightsError
 from hub.models import load_from_card
 from hub.run.callbacks import AtomicCheckpointIO
-from hub.weights import apply_state_dict, load_state_dict, save_state_dict
 
 
 def _card_copy(tmp_path: Path, **changes):

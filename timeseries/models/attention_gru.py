@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from hub.attention.functional import MultiHeadAttention
-from hub.registry import register_model
+from hub.core.registry import register_model
 from timeseries.models.rul_attention import RULForecaster, check_windows
 
 

@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from hub.attention.set_transformer import MAB, PMA
+from hub.core.registry import register_model
 from hub.errors import DataError
-from hub.registry import register_model
 
 
 def check_windows(x: torch.Tensor, window: int, num_sensors: int) -> None:

@@ -42,8 +42,8 @@ from torch import nn
 
 from hub.attention.neighbour_attention import NeighbourAttention
 from hub.attention.set_transformer import MAB
+from hub.core.registry import register_model
 from hub.errors import DataError
-from hub.registry import register_model
 from timeseries.data import STEPS_PER_DAY
 from timeseries.io import road_graph
 from timeseries.tasks import masked_mae

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hub.registry import register_model
+from hub.core.registry import register_model
 from timeseries.models.testam import check_traffic_input
 
 

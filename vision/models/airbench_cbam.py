@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from hub.attention.cbam import CBAM
+from hub.core.registry import register_model
 from hub.errors import DataError
-from hub.registry import register_model
 
 TTA = ("none", "flip", "flip_translate")
 

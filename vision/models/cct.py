@@ -23,7 +23,7 @@ from timm.layers import HybridEmbed
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from hub.registry import register_model
+from hub.core.registry import register_model
 
 
 class ConvTokenizer(nn.Sequential):

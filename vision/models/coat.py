@@ -19,7 +19,7 @@ from timm.layers import PatchEmbed
 from timm.models.coat import CoaT
 from torch import nn
 
-from hub.registry import register_model
+from hub.core.registry import register_model
 
 
 def _create_coat_lite(num_classes: int, in_chans: int, img_size: int, drop_path_rate: float,

@@ -17,8 +17,8 @@ from __future__ import annotations
 import torch
 from timm.models.byobnet import ByoBlockCfg, ByobNet, ByoModelCfg
 
+from hub.core.registry import register_model
 from hub.errors import DataError
-from hub.registry import register_model
 
 
 class HaloNet(ByobNet):

@@ -21,7 +21,7 @@ from torch import nn
 
 from hub.attention.cbam import CBAM, insert_cbam
 from hub.attention.set_transformer import PMA
-from hub.registry import register_model
+from hub.core.registry import register_model
 
 
 class AttentionPool2d(nn.Module):

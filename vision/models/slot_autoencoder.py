@@ -31,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from hub.attention import SlotAttention
+from hub.core.registry import register_model
 from hub.errors import HubError
-from hub.registry import register_model
 
 
 class SoftPositionEmbed(nn.Module):

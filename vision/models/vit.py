@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from timm.models.vision_transformer import VisionTransformer
 
-from hub.registry import register_model
+from hub.core.registry import register_model
 
 
 def _create_vit(num_classes: int, drop_rate: float, drop_path_rate: float, **dims) -> VisionTransformer:

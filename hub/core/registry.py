@@ -5,7 +5,7 @@ one whose weights and model card ship in ``<domain>/pretrained/family.tag.{safet
 Registration is data: domain packages decorate short entry functions that only list dimensions.
 
 Domain packages are imported on first use, and only the one that is needed: ``hub/index.json``
-(written by ``python -m hub.index``) says which package registers each family and dataset, so
+(written by ``python -m hub.core.index``) says which package registers each family and dataset, so
 ``hub.load("vit_digits.sklearn")`` imports the vision domain only, and listing reads the index and
 the cards without importing any domain.
 """
@@ -34,8 +34,8 @@ _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 TIMM_PREFIX = "timm/"
 HF_HUB_PREFIX = "hf-hub:"
 
-INDEX_PATH = Path(__file__).with_name("index.json")
-_index_disabled = False  # True while hub.index.build_index() rebuilds the file
+INDEX_PATH = Path(__file__).parents[1] / "index.json"
+_index_disabled = False  # True while hub.core.index.build_index() rebuilds the file
 
 
 @functools.cache
@@ -44,7 +44,7 @@ def _read_index_file() -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def read_index() -> dict[str, dict[str, dict[str, Any]]]:
-    """``hub/index.json`` (see :mod:`hub.index`): ``{"families": {name: record}, "datasets": {name: record}}``;
+    """``hub/index.json`` (see :mod:`hub.core.index`): ``{"families": {name: record}, "datasets": {name: record}}``;
     empty when there is no index file."""
     if _index_disabled or not INDEX_PATH.is_file():
         return {"families": {}, "datasets": {}}
@@ -53,7 +53,7 @@ def read_index() -> dict[str, dict[str, dict[str, Any]]]:
 
 def domain_packages() -> list[str]:
     """The domain packages: those that ``hub/index.json`` says register families or datasets, less the core modules
-    (a new domain enters with ``python -m hub.index --domain NAME``). Read from the file even while the index is
+    (a new domain enters with ``python -m hub.core.index --domain NAME``). Read from the file even while the index is
     being rebuilt, which imports them."""
     if not INDEX_PATH.is_file():
         return []
@@ -159,7 +159,7 @@ class DatasetEntry:
 
 MODELS: Registry[ModelEntry] = Registry("model")
 DATASETS: Registry[DatasetEntry] = Registry("dataset")
-PRETRAINED: Registry[Any] = Registry("pretrained tag")  # "family.tag" -> hub.cards.PretrainedCfg
+PRETRAINED: Registry[Any] = Registry("pretrained tag")  # "family.tag" -> hub.core.cards.PretrainedCfg
 _imported: set[str] = set()  # packages imported for their registrations
 _cards_read: set[str] = set()  # domains whose shipped cards are in PRETRAINED
 
@@ -225,7 +225,7 @@ def _read_cards(domain: str) -> None:
     if domain in _cards_read:
         return
     _cards_read.add(domain)
-    from hub.cards import read_card
+    from hub.core.cards import read_card
     for card_path in sorted((domain_dir(domain) / "pretrained").glob("*.json")):
         card = read_card(card_path)
         if card.family not in read_index()["families"] and card.family not in MODELS:

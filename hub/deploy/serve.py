@@ -10,8 +10,8 @@
 - ``GET /health``: ``{"status": "ok", "model": NAME, "kind": KIND, "requests": n, "batches": m}``.
 
 Every request's inputs are written to a temporary folder of its own and read by the same readers as ``predict``
-(:func:`hub.kinds.predict_logits`, :mod:`hub.predict`), and answered by the card's predictor as ``predict`` is (the
-model, or its input kind's baseline or their blend: :mod:`hub.predictor`). Dynamic batching: requests wait in an
+(:func:`hub.kinds.predict_logits`, :mod:`hub.deploy.predict`), and answered by the card's predictor as ``predict`` is
+(the model, or its input kind's baseline or their blend: :mod:`hub.predictor`). Dynamic batching: requests wait in an
 asyncio queue; one worker task takes those that arrive within ``max_wait_ms`` of the first, up to ``max_batch_size``
 inputs, and runs the model on them in a thread, so the event loop keeps accepting requests meanwhile. Kinds of one
 prediction per file (``InputForm.FILE_EACH``, :class:`hub.kinds.InputForm`) go through one model call per batch; the
@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
+from hub.deploy.predict import file_predictions, predicted_values, predictor_mix, table_predictions, value_cells
 from hub.errors import DataError, HubError
 from hub.kinds import InputForm, kind_of, kinds_supporting, predict_logits
-from hub.predict import file_predictions, predicted_values, predictor_mix, table_predictions, value_cells
 from hub.uncertainty.ood import HEADER as OOD_HEADER
 from hub.uncertainty.ood import PredictionScorer
 
@@ -166,7 +166,7 @@ class BatchingPredictor:
 
     @staticmethod
     def _named(job: Job, header: list[str], row: list[str]) -> dict[str, str]:
-        """A CSV row of :mod:`hub.predict` as ``{column: cell}``, its name cell in the client's words."""
+        """A CSV row of :mod:`hub.deploy.predict` as ``{column: cell}``, its name cell in the client's words."""
         name, *cells = row
         return dict(zip(header, [job.client_text(name), *cells]))
 
@@ -190,8 +190,8 @@ def _write_rows(rows: Any, path: Path) -> int:
 
 def load_served(name: str):
     """The model of a pretrained tag or run folder, checked to be one ``serve`` can answer for."""
+    from hub.core.registry import TIMM_PREFIX, is_run_path, split_name
     from hub.models import load
-    from hub.registry import TIMM_PREFIX, is_run_path, split_name
 
     if not is_run_path(name) and (name.startswith(TIMM_PREFIX) or split_name(name)[1] is None):
         raise HubError(f"attnhub serve takes a pretrained tag (family.tag) or a run folder, got {name!r}: an "

@@ -30,11 +30,11 @@ from typing import Any
 
 import torch
 
-from hub.cards import REPO_ROOT, PretrainedCfg, atomic_write_bytes
+from hub.core.cards import REPO_ROOT, PretrainedCfg, atomic_write_bytes
+from hub.core.registry import TIMM_PREFIX, get_model_entry, get_pretrained_cfg, is_run_path, pretrained_tags, split_name
 from hub.errors import HubError
 from hub.kinds import KINDS, kinds_supporting, registered_kind
 from hub.predictor import predictor_module
-from hub.registry import TIMM_PREFIX, get_model_entry, get_pretrained_cfg, is_run_path, pretrained_tags, split_name
 
 FORMATS = ("onnx", "pt2")
 CHECK_SIZES = (1, 3)  # the artefact must give eager PyTorch's outputs at these batch sizes
@@ -101,7 +101,7 @@ def _model_and_card(name: str) -> tuple[torch.nn.Module, PretrainedCfg]:
 def _user_frame(err: BaseException) -> str:
     """``path:line in function: code`` of the innermost frame of this repository's code (not this module) in the
     traceback of ``err``: where a model's forward did what the exporter could not follow."""
-    from hub.registry import domain_packages
+    from hub.core.registry import domain_packages
 
     # by package, so a virtual environment inside the checkout (.venv/...) is not ours
     ours = {"hub", *domain_packages()}

@@ -79,7 +79,7 @@ class PretrainedCfg:
         return out
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 _ABSOLUTE_PATH = re.compile(r"^(/|~/|\\\\|[A-Za-z]:[\\/])|/(home|Users|root|tmp|work)/")
 
 

@@ -10,7 +10,7 @@ reads, the metrics over seeds, the data, the recipe, how to load).
 go through :func:`download_card`: ``card.json`` and the files it names are downloaded with ``huggingface_hub`` into
 its cache (``HF_HOME``, ``HF_HUB_CACHE``), all of the one commit the revision resolves to, and the card comes back as
 read from that snapshot folder, so its weights load like any local card's, their full sha256 checked
-(:func:`hub.weights.load_state_dict`). ``HUB_OFFLINE=1`` or ``HF_HUB_OFFLINE=1`` reads the cache only.
+(:func:`hub.core.weights.load_state_dict`). ``HUB_OFFLINE=1`` or ``HF_HUB_OFFLINE=1`` reads the cache only.
 
 ``HF_ENDPOINT`` (read at each call, not only when ``huggingface_hub`` is imported) names another Hub-compatible
 server; ``HF_TOKEN`` (or ``hf auth login``) the token to upload with. ``huggingface_hub`` is imported inside the
@@ -24,12 +24,12 @@ from pathlib import Path
 
 import yaml
 
-from hub.cards import PretrainedCfg, read_card
+from hub.core.cards import PretrainedCfg, read_card
+from hub.core.registry import HF_HUB_PREFIX
+from hub.core.weights import env_flag, is_offline, read_verified
 from hub.errors import DownloadError, HubError, OfflineError, UnknownModelError, WeightsError
-from hub.registry import HF_HUB_PREFIX
-from hub.weights import env_flag, is_offline, read_verified
 
-CARD_FILE = "card.json"  # a repository's model card, as hub.cards writes it
+CARD_FILE = "card.json"  # a repository's model card, as hub.core.cards writes it
 README_FILE = "README.md"
 LIBRARY_NAME = "attention-hub"
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
@@ -50,7 +50,7 @@ def parse_name(name: str) -> tuple[str, str | None]:
 
 
 def offline() -> bool:
-    """``HUB_OFFLINE`` (:func:`hub.weights.is_offline`) or ``HF_HUB_OFFLINE`` set now, or ``huggingface_hub``'s
+    """``HUB_OFFLINE`` (:func:`hub.core.weights.is_offline`) or ``HF_HUB_OFFLINE`` set now, or ``huggingface_hub``'s
     offline mode (the variables as they were when it was imported)."""
     from huggingface_hub import constants
 

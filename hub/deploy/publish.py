@@ -18,13 +18,13 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from hub.cards import absolute_paths, portable_recipe, read_card, write_card
+from hub.core.cards import absolute_paths, portable_recipe, read_card, write_card
+from hub.core.registry import get_model_entry, split_name
+from hub.core.weights import read_verified
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
 from hub.recipe import Recipe
-from hub.registry import get_model_entry, split_name
 from hub.uncertainty.ood import sidecar_name
-from hub.weights import read_verified
 
 
 def _read_runs(runs: list[str]) -> tuple[list, list[dict]]:
@@ -56,7 +56,7 @@ def _same_recipe(reference: dict, card, run: str, what: str) -> None:
 
 
 def _portable(card):
-    """``card`` without its recipe's machine folders (:func:`hub.cards.portable_recipe`); one that still holds an
+    """``card`` without its recipe's machine folders (:func:`hub.core.cards.portable_recipe`); one that still holds an
     absolute path (e.g. of the user's data) is refused, naming its keys."""
     card = dataclasses.replace(card, recipe=portable_recipe(card.recipe))
     found = absolute_paths(card.to_dict())

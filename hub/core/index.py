@@ -1,13 +1,13 @@
 """The registry's index: which package registers each model family and dataset, and what listing shows.
 
-``hub/index.json`` lets :mod:`hub.registry` import only the domain a name needs, and lets ``attnhub list``
+``hub/index.json`` lets :mod:`hub.core.registry` import only the domain a name needs, and lets ``attnhub list``
 and ``attnhub info`` answer from JSON without importing torch-heavy domain packages. It is generated from
 the registry itself; ``tests/unit/test_registry.py`` fails when it is out of date. Regenerate it with::
 
-    python -m hub.index
+    python -m hub.core.index
 
-The domain packages are those the index names (:func:`hub.registry.domain_packages`); a new domain enters it once
-with ``python -m hub.index --domain NAME``.
+The domain packages are those the index names (:func:`hub.core.registry.domain_packages`); a new domain enters it once
+with ``python -m hub.core.index --domain NAME``.
 """
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def _count_params(builder) -> int | None:
 
 
 def family_record(entry) -> dict[str, Any]:
-    """The index record of a :class:`hub.registry.ModelEntry` (builds the model on the meta device)."""
-    from hub.registry import package_of
+    """The index record of a :class:`hub.core.registry.ModelEntry` (builds the model on the meta device)."""
+    from hub.core.registry import package_of
 
     return {"package": package_of(entry.builder.__module__), "domain": entry.domain, "task": entry.task,
             "description": entry.description, "arguments": entry.arg_names(),
@@ -56,7 +56,7 @@ def family_record(entry) -> dict[str, Any]:
 def family_info(family: str) -> dict[str, Any]:
     """What the index (or, for a family it does not know, the registry) says of a family: ``domain``,
     ``task``, ``description``, ``arguments``, ``params``, without importing its domain when indexed."""
-    from hub.registry import get_model_entry, read_index
+    from hub.core.registry import get_model_entry, read_index
 
     info = read_index()["families"].get(family)
     return dict(info) if info is not None else family_record(get_model_entry(family))
@@ -65,7 +65,7 @@ def family_info(family: str) -> dict[str, Any]:
 def build_index(new_domains: tuple[str, ...] = ()) -> dict[str, dict[str, dict[str, Any]]]:
     """The index of everything registered, after importing every domain package: those of the current index and
     ``new_domains`` (packages that register families or datasets and are not indexed yet)."""
-    from hub import registry
+    from hub.core import registry
 
     registry._index_disabled = True  # the file being replaced says nothing of what registers
     try:
@@ -90,10 +90,10 @@ def index_text(index: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
+    from hub.core.registry import INDEX_PATH, _read_index_file
     from hub.io import atomic_write_bytes
-    from hub.registry import INDEX_PATH, _read_index_file
 
-    parser = argparse.ArgumentParser(prog="python -m hub.index", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m hub.core.index", description=__doc__.split("\n\n")[0])
     parser.add_argument("--domain", action="append", default=[], metavar="PACKAGE",
                         help="a new domain package to index (repeatable); indexed domains are imported anyway")
     args = parser.parse_args(argv)
