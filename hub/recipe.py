@@ -111,6 +111,9 @@ class TrainerSection(_Strict):
     limit_val_batches: float | int = 1.0
     log_every_n_steps: int = 10
     deterministic: bool = False
+    # torch's intra-op threads during the run (None: torch's default, one per core); 1 suits a model too small to
+    # share out one operation, whose threads would only wait for each other on a CPU shared with other work
+    num_threads: int | None = Field(None, ge=1)
     # default: the task's validation metric. A list applies the GAT paper's rule: patience counts epochs
     # where none reaches its best so far; the kept epoch is the last where all reached it together.
     monitor: str | list[str] | None = None

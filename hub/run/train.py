@@ -14,6 +14,7 @@ early stopping and EMA, resuming, and the test of the chosen weights once per sa
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -279,7 +280,24 @@ def train(recipe_path: str | None = None, overrides: list[str] | None = None, re
         if recipe_path is None:
             raise RecipeError("give a recipe file or --resume RUN_DIR")
         recipe = load_recipe(recipe_path, overrides)
+    with intra_op_threads(recipe.trainer.num_threads):
+        return _train_resolved(recipe, resume_dir, progress, recipe_path, overrides)
 
+
+@contextlib.contextmanager
+def intra_op_threads(count: int | None):
+    """torch's intra-op threads set to ``count`` inside the block (None: left as they are), restored after it."""
+    previous = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, recipe_path: str | None,
+                    overrides: list[str] | None) -> Path:
     check_logger_packages(recipe.trainer.loggers)
     seed_all(recipe.seed)
     datamodule = build_data(recipe)

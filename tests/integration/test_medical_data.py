@@ -111,3 +111,13 @@ def test_shipped_tfcam_reproduces_its_card():
     measured = evaluate("tfcam.physionet2012", progress=False)
     assert measured["test/auroc"] == pytest.approx(card.metrics["test/auroc"]["values"][0], abs=1e-4)
     assert card.input_spec["kind"] == "icu_stays"
+
+
+def test_icu_logistic_regression_baseline_on_a_run_split(tmp_path):
+    """The ICU baseline rebuilds a run's PhysioNet 2012 split from its recipe.yaml; summaries predict mortality."""
+    from medical.baselines import logistic_regression_on_run_split
+
+    (tmp_path / "recipe.yaml").write_text("model: {name: tfcam}\ndata: {name: physionet2012, args: {fold: 0}}\n")
+    result = logistic_regression_on_run_split(tmp_path)
+    assert list(result.metrics)[0] == "test/auroc" and result.metrics["test/auroc"] > 0.8
+    assert len(result.predictions["id"]) == 800 and set(result.predictions["target"]) == {"survived", "died"}

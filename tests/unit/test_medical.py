@@ -198,16 +198,6 @@ def test_survival_tables_refused_before_training_name_what_to_do(tmp_path, capsy
     assert "needs --time COLUMN (follow-up time) and --event COLUMN" in capsys.readouterr().err
 
 
-def test_icu_logistic_regression_baseline_on_a_run_split(tmp_path):
-    """The ICU baseline rebuilds a run's PhysioNet 2012 split from its recipe.yaml; summaries predict mortality."""
-    from medical.baselines import logistic_regression_on_run_split
-
-    (tmp_path / "recipe.yaml").write_text("model: {name: tfcam}\ndata: {name: physionet2012, args: {fold: 0}}\n")
-    result = logistic_regression_on_run_split(tmp_path)
-    assert list(result.metrics)[0] == "test/auroc" and result.metrics["test/auroc"] > 0.8
-    assert len(result.predictions["id"]) == 800 and set(result.predictions["target"]) == {"survived", "died"}
-
-
 def test_risk_group_plot_and_metrics(tmp_path):
     from medical.survival_metrics import risk_group_plot, survival_metrics
 
@@ -225,9 +215,9 @@ def test_harrell_c_interval_covers_the_estimate_and_narrows_with_more_patients()
     from medical.survival_metrics import harrell_c, harrell_c_interval
 
     rng = np.random.default_rng(0)
-    risk = rng.normal(size=1600)
-    time, event = rng.exponential(np.exp(-risk)), rng.random(1600) < 0.7
-    small, large = slice(0, 400), slice(0, 1600)
+    risk = rng.normal(size=400)
+    time, event = rng.exponential(np.exp(-risk)), rng.random(400) < 0.7
+    small, large = slice(0, 100), slice(0, 400)
     low, high = harrell_c_interval(time[small], event[small], risk[small], num_resamples=300)
     assert low < harrell_c(time[small], event[small], risk[small]) < high
     assert (low, high) == harrell_c_interval(time[small], event[small], risk[small], num_resamples=300)
