@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import hub
-from hub.exporter import example_inputs
+from hub.deploy.exporter import example_inputs
 from hub.models import model_card
 from tests.unit.test_export import assert_exports_or_names_why_not, digit_inputs
 

@@ -15,12 +15,12 @@ import pytest
 import torch
 
 import hub
-from hub.cards import PretrainedCfg, write_card
 from hub.cli import main
+from hub.core.cards import PretrainedCfg, write_card
+from hub.core.weights import save_state_dict
 from hub.deploy.exporter import example_inputs, run_artefact
 from hub.errors import HubError
 from hub.models import model_card
-from hub.weights import save_state_dict
 
 TOLERANCE = 1e-4  # every exportable family meets it in fp32
 FORMATS = ("onnx", "pt2")
