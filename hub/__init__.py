@@ -66,14 +66,15 @@ def transforms(name):
     torch.Size([1, 10])
     """
     from hub.kinds import transform
-    from hub.models import model_card as _card
+    from hub.registry import model_card as _card
 
     return transform(_card(name))
 
 
 def model_card(name):
-    """The model card (:class:`hub.cards.PretrainedCfg`) of a pretrained tag or run folder."""
-    from hub.models import model_card as _card
+    """The model card (:class:`hub.cards.PretrainedCfg`) of a pretrained tag, run folder or ``hf-hub:`` repository;
+    see :func:`hub.registry.model_card`."""
+    from hub.registry import model_card as _card
 
     return _card(name)
 

@@ -32,14 +32,14 @@ def _format_params(count: int | None) -> str:
 
 def cmd_list(args) -> int:
     from hub.index import family_info
-    from hub.registry import list_models, pretrained_tags
+    from hub.registry import list_models, model_card, pretrained_tags
 
     rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]
     for name in list_models(args.pattern, domain=args.domain, task=args.task):
         info, tags = family_info(name), pretrained_tags(name)
         if args.pretrained and not tags:
             continue
-        metric = _card(tags[0]).headline_metric() if tags else ""
+        metric = model_card(tags[0]).headline_metric() if tags else ""
         rows.append((name, info["domain"], info["task"], _format_params(info["params"]),
                      ", ".join(t.split(".", 1)[1] for t in tags) or "-", metric))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -48,25 +48,19 @@ def cmd_list(args) -> int:
     return 0
 
 
-def _card(name: str):
-    """The card of a tag or run folder, read from JSON (imports no domain package, nor torch)."""
-    from hub.cards import read_card
-    from hub.registry import get_pretrained_cfg, is_run_path
-
-    return read_card(Path(name).expanduser() / "card.json") if is_run_path(name) else get_pretrained_cfg(name)
-
-
 def cmd_info(args) -> int:
     from hub.index import family_info
-    from hub.registry import is_run_path, pretrained_tags, split_name
+    from hub.names import RefKind, resolve
+    from hub.registry import model_card, pretrained_tags
 
-    if not is_run_path(args.name) and split_name(args.name)[1] is None:
-        info = family_info(args.name)
-        print(json.dumps({"name": args.name, "domain": info["domain"], "task": info["task"],
+    ref = resolve(args.name)
+    if ref.kind is RefKind.FAMILY:
+        info = family_info(ref.family)
+        print(json.dumps({"name": ref.name, "domain": info["domain"], "task": info["task"],
                           "description": info["description"], "arguments": info["arguments"],
-                          "params": info["params"], "pretrained": pretrained_tags(args.name)}, indent=2))
+                          "params": info["params"], "pretrained": pretrained_tags(ref.family)}, indent=2))
     else:
-        print(json.dumps(_card(args.name).to_dict(), indent=2))
+        print(json.dumps(model_card(ref).to_dict(), indent=2))
     return 0
 
 
