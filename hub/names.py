@@ -14,15 +14,16 @@ directory cannot shadow a family):
 :class:`~hub.errors.UnknownModelError`) for one that is none of these; the rest of the hub takes the
 :class:`ModelRef` and reads its parts.
 
->>> resolve("gat.cora")
-ModelRef(name='gat.cora', kind=<RefKind.TAG: 'tag'>, family='gat', tag='cora')
+>>> ref = resolve("gat.cora")
+>>> ref.kind, ref.family, ref.tag
+(<RefKind.TAG: 'pretrained tag'>, 'gat', 'cora')
 """
 from __future__ import annotations
 
 import enum
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,13 @@ HF_HUB_PREFIX = "hf-hub:"
 
 
 class RefKind(enum.Enum):
-    """What a model name names."""
+    """What a model name names (the value says it in words, for messages)."""
 
     FAMILY = "family"  # an untrained registered family
-    TAG = "tag"  # a pretrained tag: shipped weights and card
-    RUN = "run"  # a run folder: its card.json and best weights
-    HF_HUB = "hf_hub"  # a Hugging Face Hub repository written by publish --to-hf
-    TIMM = "timm"  # a timm architecture
+    TAG = "pretrained tag"  # shipped weights and card
+    RUN = "run folder"  # its card.json and best weights
+    HF_HUB = "Hugging Face Hub repository"  # written by publish --to-hf
+    TIMM = "timm architecture"
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class ModelRef:
     kind: RefKind
     family: str | None = None  # FAMILY and TAG: the registered family
     tag: str | None = None  # TAG: the part after the family's dot
-    path: Path | None = field(default=None, repr=False)  # RUN: the folder, ``~`` expanded
+    path: Path | None = None  # RUN: the folder, ``~`` expanded
     repo: str | None = None  # HF_HUB: OWNER/REPO
     revision: str | None = None  # HF_HUB: a branch, tag or commit; None: the default branch
     arch: str | None = None  # TIMM: the timm architecture

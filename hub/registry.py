@@ -272,7 +272,7 @@ def _registered(name: str | ModelRef) -> ModelRef:
     """The reference of a family or ``family.tag`` name; any other form raises."""
     ref = resolve(name)
     if ref.family is None:
-        raise UnknownModelError(f"{ref.name!r} is a {ref.kind.value} name, not a registered family or pretrained tag")
+        raise UnknownModelError(f"{ref.name!r} names a {ref.kind.value}, not a registered family or pretrained tag")
     return ref
 
 

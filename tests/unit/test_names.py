@@ -58,3 +58,22 @@ def test_card_path_of_a_run_and_of_a_tag():
 
     assert resolve("runs/x").card_path(Card()) == Path("/cards/card.json")
     assert resolve("gat.cora").card_path(Card()) == Path("/cards/gat.cora.json")
+
+
+def test_model_card_of_every_form_that_has_one(tmp_path):
+    import shutil
+
+    import hub
+    from hub.registry import get_model_entry
+
+    card = hub.model_card("vit_digits.sklearn")
+    shutil.copy(Path(card.card_dir) / "vit_digits.sklearn.json", tmp_path / "card.json")
+    assert hub.model_card(str(tmp_path)).sha256 == hub.model_card(tmp_path).sha256 == card.sha256
+    with pytest.raises(UnknownModelError, match="'vit_digits' is an untrained family and has no card"):
+        hub.model_card("vit_digits")
+    with pytest.raises(UnknownModelError, match="'timm/resnet18' is a timm architecture and has no model card"):
+        hub.model_card("timm/resnet18")
+    with pytest.raises(UnknownModelError, match="is not a run folder with a card.json"):
+        hub.model_card(tmp_path / "missing")
+    with pytest.raises(UnknownModelError, match="names a run folder, not a registered family or pretrained tag"):
+        get_model_entry("runs/x")
