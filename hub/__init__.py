@@ -65,15 +65,16 @@ def transforms(name):
     >>> model(x).shape
     torch.Size([1, 10])
     """
+    from hub.core.registry import model_card as _card
     from hub.kinds import transform
-    from hub.models import model_card as _card
 
     return transform(_card(name))
 
 
 def model_card(name):
-    """The model card (:class:`hub.core.cards.PretrainedCfg`) of a pretrained tag or run folder."""
-    from hub.models import model_card as _card
+    """The model card (:class:`hub.core.cards.PretrainedCfg`) of a pretrained tag, run folder or ``hf-hub:`` repository;
+    see :func:`hub.core.registry.model_card`."""
+    from hub.core.registry import model_card as _card
 
     return _card(name)
 

@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import warnings
+from functools import partial
 from pathlib import Path
 
 from hub.errors import HubError
@@ -22,6 +23,7 @@ EPILOG = ("Examples:\n  attnhub train recipes/quickstart.yaml trainer.max_epochs
           "\n  attnhub predict RUN_DIR --data rows.csv --out preds.csv"
           "\n  attnhub publish RUN_DIR --name vit_digits.mine --to-hf alice/vit-digits"
           "\n  attnhub predict hf-hub:alice/vit-digits digit.png")
+NO_PROGRESS = dict(action="store_true", help="hide progress bars")
 
 
 def _format_params(count: int | None) -> str:
@@ -31,42 +33,22 @@ def _format_params(count: int | None) -> str:
 
 
 def cmd_list(args) -> int:
-    from hub.core.index import family_info
-    from hub.core.registry import list_models, pretrained_tags
+    from hub.core.index import family_rows
 
     rows = [("name", "domain", "task", "params", "pretrained", "headline metric")]
-    for name in list_models(args.pattern, domain=args.domain, task=args.task):
-        info, tags = family_info(name), pretrained_tags(name)
-        if args.pretrained and not tags:
-            continue
-        metric = _card(tags[0]).headline_metric() if tags else ""
-        rows.append((name, info["domain"], info["task"], _format_params(info["params"]),
-                     ", ".join(t.split(".", 1)[1] for t in tags) or "-", metric))
+    for r in family_rows(args.pattern, domain=args.domain, task=args.task, pretrained=args.pretrained):
+        tags = ", ".join(tag.removeprefix(r["name"] + ".") for tag in r["tags"])
+        rows.append((r["name"], r["domain"], r["task"], _format_params(r["params"]), tags or "-", r["metric"]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     return 0
 
 
-def _card(name: str):
-    """The card of a tag or run folder, read from JSON (imports no domain package, nor torch)."""
-    from hub.core.cards import read_card
-    from hub.core.registry import get_pretrained_cfg, is_run_path
-
-    return read_card(Path(name).expanduser() / "card.json") if is_run_path(name) else get_pretrained_cfg(name)
-
-
 def cmd_info(args) -> int:
-    from hub.core.index import family_info
-    from hub.core.registry import is_run_path, pretrained_tags, split_name
+    from hub.core.index import describe
 
-    if not is_run_path(args.name) and split_name(args.name)[1] is None:
-        info = family_info(args.name)
-        print(json.dumps({"name": args.name, "domain": info["domain"], "task": info["task"],
-                          "description": info["description"], "arguments": info["arguments"],
-                          "params": info["params"], "pretrained": pretrained_tags(args.name)}, indent=2))
-    else:
-        print(json.dumps(_card(args.name).to_dict(), indent=2))
+    print(json.dumps(describe(args.name), indent=2))
     return 0
 
 
@@ -163,28 +145,31 @@ def _open_out(path: str | None):
 
 
 def cmd_predict(args) -> int:
-    from tqdm import tqdm
-
-    from hub.deploy.predict import file_predictions, shown_row, table_predictions, write_csv
-    from hub.kinds import InputForm, kind_of
+    from hub.deploy.predict import check_table_input, table_predictions, write_csv
     from hub.models import load
 
     if bool(args.files) == bool(args.data):
         raise HubError("give input FILES, or --data TABLE.csv for a tabular model (not both)")
     model = load(args.name)
-    card = model.pretrained_cfg
-    if args.data:
-        if kind_of(card).input_form is not InputForm.ROWS:
-            raise HubError(f"--data takes a table for tabular models; {args.name} takes input files "
-                           f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
-        with _open_out(args.out) as out_file:
-            count = write_csv(table_predictions(model, args.data, args.batch_size, args.interval_level),
-                              out_file or sys.stdout)
-        if args.out:
-            print(f"wrote {count} predictions to {args.out}")
+    if not args.data:
+        _print_file_predictions(model, args)
         return 0
-    # no classes: outputs are values (RUL, traffic speeds, risks), printed as they are
-    regression = not card.label_names
+    check_table_input(model.pretrained_cfg, args.name)
+    with _open_out(args.out) as out_file:
+        count = write_csv(table_predictions(model, args.data, args.batch_size, args.interval_level),
+                          out_file or sys.stdout)
+    if args.out:
+        print(f"wrote {count} predictions to {args.out}")
+    return 0
+
+
+def _print_file_predictions(model, args) -> None:
+    """One line per input file (a regression's output names first), also written to ``--out`` when given."""
+    from tqdm import tqdm
+
+    from hub.deploy.predict import file_predictions, shown_row
+
+    regression = not model.pretrained_cfg.label_names  # no classes: outputs are values (RUL, speeds, risks)
     with _open_out(args.out) as out_file, tqdm(total=len(args.files), unit="file", disable=args.no_progress,
                                                file=sys.stderr) as bar:
         writer = csv.writer(out_file) if out_file else None
@@ -201,7 +186,6 @@ def cmd_predict(args) -> int:
                 if writer:
                     writer.writerow(row)
             bar.update(len(rows))
-    return 0
 
 
 def cmd_serve(args) -> int:
@@ -289,15 +273,8 @@ def _command(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
-    """The parser of ``attnhub``; with ``kind_options``, ``finetune`` takes the options of every input kind (which
-    imports every domain: ``main`` asks for them only to run or show ``finetune``)."""
+def _add_list(sub) -> None:
     from hub.core.registry import CORE_DOMAIN, domain_packages
-
-    parser = argparse.ArgumentParser(prog="attnhub", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    parser.add_argument("-v", "--verbose", action="store_true", help="show debug logs and full tracebacks")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list registered models in a table")
     p.add_argument("pattern", nargs="?", help="glob over names, e.g. 'vit_*'")
@@ -306,19 +283,25 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--pretrained", action="store_true", help="only families with shipped weights")
     p.set_defaults(fn=cmd_list)
 
+
+def _add_info(sub) -> None:
     p = sub.add_parser("info", help="show a model card (family.tag or run folder) or a family's arguments")
     p.add_argument("name", help="family, family.tag or run folder")
     p.set_defaults(fn=cmd_info)
 
-    no_progress = dict(action="store_true", help="hide progress bars")
+
+def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train a recipe into a new run folder (its path is printed last)")
     p.add_argument("recipe", nargs="?", help="recipe YAML file (omit with --resume)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=5")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its checkpoints/last.ckpt")
     p.add_argument("--output-dir", help="where the run folder goes (default: the recipe's output_dir, ./runs)")
-    p.add_argument("--no-progress", **no_progress)
+    p.add_argument("--no-progress", **NO_PROGRESS)
     p.set_defaults(fn=cmd_train)
 
+
+def _add_finetune(sub, kind_options: bool = True) -> None:
+    """With ``kind_options``, the options of every input kind (which imports every domain)."""
     p = sub.add_parser("finetune", help="fine-tune a pretrained model on your own data, or train a family from "
                        "scratch on it; a classical baseline is fitted on the same split and printed beside the result")
     p.add_argument("name", help="pretrained tag or run folder to start from, or a bare family (e.g. tabr, gat, "
@@ -348,9 +331,11 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
                    help="from a pretrained tag: each run's time budget in minutes (default 30)")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=20")
-    p.add_argument("--no-progress", **no_progress)
+    p.add_argument("--no-progress", **NO_PROGRESS)
     p.set_defaults(fn=cmd_finetune)
 
+
+def _add_reproduce(sub) -> None:
     p = sub.add_parser("reproduce", help="retrain a pretrained tag from its card's recipe and print the new test "
                        "metrics beside the card's mean ± std, with a verdict per metric")
     p.add_argument("name", help="pretrained tag, e.g. gat.cora")
@@ -359,15 +344,19 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--output-dir", help="where the run folders go (default ./runs)")
     p.add_argument("--tolerance", type=float, default=ABSOLUTE_TOLERANCE, help="allowed absolute difference for a "
                    f"metric whose card has one seed or std 0 (default {ABSOLUTE_TOLERANCE}); otherwise within 2 std")
-    p.add_argument("--no-progress", **no_progress)
+    p.add_argument("--no-progress", **NO_PROGRESS)
     p.set_defaults(fn=cmd_reproduce)
 
+
+def _add_eval(sub) -> None:
     p = sub.add_parser("eval", help="test a pretrained tag or run folder on the data its card names")
     p.add_argument("name", help="pretrained tag or run folder")
     p.add_argument("overrides", nargs="*", help="data overrides, e.g. data.args.batch_size=256")
-    p.add_argument("--no-progress", **no_progress)
+    p.add_argument("--no-progress", **NO_PROGRESS)
     p.set_defaults(fn=cmd_eval)
 
+
+def _add_calibrate(sub) -> None:
     p = sub.add_parser("calibrate", help="temperature scaling, calibration error and trust scores of a classifier: "
                        "fitted on its validation split, measured on its test split; a run folder keeps the "
                        "temperature in its card (predict then gives calibrated probabilities)")
@@ -375,9 +364,11 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="data overrides, e.g. data.args.batch_size=256")
     p.add_argument("--alpha", type=float, default=0.0, help="trust score's density filter: the fraction of each "
                    "class's reference points dropped as outliers (by the distance to their 10th neighbour; default 0)")
-    p.add_argument("--no-progress", **no_progress)
+    p.add_argument("--no-progress", **NO_PROGRESS)
     p.set_defaults(fn=cmd_calibrate)
 
+
+def _add_predict(sub) -> None:
     p = sub.add_parser("predict", help="predict files, one line per file: name, then top-k classes and probabilities "
                        "(regression models: the predicted values)")
     p.add_argument("name", help="pretrained tag, run folder, or hf-hub:OWNER/REPO[@REVISION] (a Hugging Face Hub "
@@ -392,9 +383,11 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--interval-level", type=float, help="regression and forecasts: the coverage of the interval "
                    "written beside each output (<output>_lower_90, <output>_upper_90), one the card holds: 0.8, 0.9 "
                    "(default) or 0.95")
-    p.add_argument("--no-progress", **no_progress)
+    p.add_argument("--no-progress", **NO_PROGRESS)
     p.set_defaults(fn=cmd_predict)
 
+
+def _add_serve(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over HTTP: POST /predict (uploaded files, or JSON rows for a "
                        "table model) answers what predict prints, batching requests that arrive together; GET /health")
     p.add_argument("name", help="pretrained tag or run folder")
@@ -406,6 +399,8 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
                    "for others to join it (default 10)")
     p.set_defaults(fn=cmd_serve)
 
+
+def _add_explain(sub) -> None:
     p = sub.add_parser("explain", help="draw what a model attends to: ViT rollout / CBAM maps over images, attention "
                        "over spectrograms, a node's neighbourhood, RUL forecasts, TESTAM routing, TFCAM's hours and "
                        "variables")
@@ -419,6 +414,8 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
 
+
+def _add_export(sub) -> None:
     p = sub.add_parser("export", help="export a model to ONNX or torch.export (.pt2) with a dynamic batch, its "
                        "card.json and preprocess.json; checked against PyTorch at batch 1 and 3")
     p.add_argument("name", help="pretrained tag, run folder, or family (untrained; its input must be inferable)")
@@ -429,6 +426,8 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
                         "predictor, where its baseline can be exported)")
     p.set_defaults(fn=cmd_export)
 
+
+def _add_bench(sub) -> None:
     p = sub.add_parser("bench", help="measure every registered model on its recipe's data: FLOPs, items/s, memory, "
                        "%% of the machine's GEMM peak, ratios against timm / PyG references; "
                        "writes RESULTS.md and RESULTS.json; runs from the root of a source checkout")
@@ -442,9 +441,11 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--import-repeats", type=int, default=5, help="rounds of fresh processes timing `import torch`, "
                    "`import hub`, `attnhub list`, `attnhub info` and `attnhub --help` (default 5; medians)")
-    p.add_argument("--no-progress", **no_progress)
+    p.add_argument("--no-progress", **NO_PROGRESS)
     p.set_defaults(fn=cmd_bench)
 
+
+def _add_publish(sub) -> None:
     p = sub.add_parser("publish", help="turn run folders into packaged safetensors weights and a model card; "
                        "--to-hf also uploads them to the Hugging Face Hub")
     p.add_argument("runs", nargs="+", help="run folders of one recipe with different seeds; weights from the first")
@@ -463,27 +464,49 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--license", default="apache-2.0", help="with --to-hf: the licence id in the README's metadata "
                    "(default apache-2.0, the hub's; the dataset's licence is on the card)")
     p.set_defaults(fn=cmd_publish)
+
+
+def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
+    """The parser of ``attnhub``; with ``kind_options``, ``finetune`` takes the options of every input kind (which
+    imports every domain: ``main`` asks for them only to run or show ``finetune``)."""
+    parser = argparse.ArgumentParser(prog="attnhub", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show debug logs and full tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_list, _add_info, _add_train, partial(_add_finetune, kind_options=kind_options), _add_reproduce,
+                _add_eval, _add_calibrate, _add_predict, _add_serve, _add_explain, _add_export, _add_bench,
+                _add_publish):  # in the order --help lists them
+        add(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def _configure_logging(verbose: bool) -> None:
+    """Debug logs with ``--verbose``; else warnings only, without Lightning's tips and trainer chatter (it resets its
+    loggers to INFO when imported, later, so the filter sits on the handler); progress bars stay."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    if not verbose:
+        for handler in logging.getLogger().handlers:
+            handler.setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", message=".*treespec.*")  # Lightning 2.6 about torch's own pytree API
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed. A command's trailing list (key=value overrides, input files) may follow options
+    (`finetune NAME --data D trainer.max_epochs=2`, `predict NAME --out p.csv a.png b.png`), which argparse cannot
+    split between a subcommand's positionals; they are collected here."""
     parser = build_parser(kind_options=_command(argv) == "finetune")
     args, extra = parser.parse_known_args(argv)
-    # A command's trailing list (key=value overrides, input files) may follow options
-    # (`finetune NAME --data D trainer.max_epochs=2`, `predict NAME --out p.csv a.png b.png`), which argparse
-    # cannot split between a subcommand's positionals; collect them here.
     if extra:
         target = next((name for name in ("overrides", "files", "inputs") if hasattr(args, name)), None)
         if target is None or any(e.startswith("-") or (target == "overrides" and "=" not in e) for e in extra):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         setattr(args, target, [*getattr(args, target), *extra])
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    if not args.verbose:  # Lightning's tips and trainer chatter (it resets its loggers to INFO when imported,
-        # later, so the filter sits on the handler); progress bars stay
-        for handler in logging.getLogger().handlers:
-            handler.setLevel(logging.WARNING)
-        warnings.filterwarnings("ignore", message=".*treespec.*")  # Lightning 2.6 about torch's own pytree API
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    _configure_logging(args.verbose)
     try:
         return args.fn(args)
     except HubError as err:

@@ -27,11 +27,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from hub.core.registry import get_model_entry, is_run_path, split_name
+from hub.core.registry import get_model_entry
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
 from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_section
 from hub.models import load, model_card
+from hub.names import ModelRef, RefKind, resolve
 from hub.predictor import PREDICTORS, record_predictor
 from hub.recipe import Recipe, apply_overrides, recipe_from_dict, validate_recipe
 from hub.run.train import build_data, is_ddp_worker, train
@@ -58,7 +59,7 @@ class PolicyChanges:
     # keep the card's), False none
     layer_decay: bool | None = None
 
-    def applied(self, recipe: Recipe, name: str) -> Recipe:
+    def applied(self, recipe: Recipe, name: ModelRef) -> Recipe:
         """``recipe`` with these changes; ``name`` (the pretrained tag) is built, untrained, to find its layers."""
         model, optimizer = recipe.model, recipe.optimizer
         if self.freeze_backbone is not None:
@@ -153,7 +154,7 @@ def count_training_data(recipe: Recipe) -> dict[str, Any]:
             "per_class": int(train) / classes if classes else float(train)}
 
 
-def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
+def finetune_recipe(name: str | ModelRef, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
                     policy: str = "full", probe: Path | None = None,
                     budget_minutes: float | None = FINETUNE_BUDGET_MINUTES, **options) -> Recipe:
     """The recipe that fine-tunes ``name`` on the data at ``data``. A pretrained tag or run folder keeps its card's
@@ -175,18 +176,19 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
         budget_minutes: the run's time budget (None: no limit).
         **options: ``target``, ``task``, ``time``, ``event``, ``genes``, ...: to the data section when given.
     """
-    if _is_bare_family(name):  # train from scratch
-        recipe = default_recipe(name, data, **options)
+    ref = resolve(name)
+    if ref.kind is RefKind.FAMILY:  # train from scratch
+        recipe = default_recipe(ref.family, data, **options)
     else:
         if policy not in POLICY_CHANGES:
             raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
         if (policy == "lp-ft") != (probe is not None):
             raise HubError(f"the fine-tune policy {policy!r} " + ("needs the linear probe's run folder (probe)"
                                                                    if probe is None else "starts from no probe"))
-        card = model_card(name)
+        card = model_card(ref)
         if not card.recipe.get("resolved"):
-            raise HubError(f"the card of {name} holds no recipe to fine-tune from")
-        recipe = recipe_from_dict(card.recipe["resolved"], f"the recipe of {name}'s card")
+            raise HubError(f"the card of {ref} holds no recipe to fine-tune from")
+        recipe = recipe_from_dict(card.recipe["resolved"], f"the recipe of {ref}'s card")
         trainer = recipe.trainer
         # no weight EMA: its decay suits the card's long run (0.998 averages ~500 steps), not a few hundred files,
         # whose fine-tune would be validated on weights that have barely left the pretrained ones. The validation
@@ -196,15 +198,15 @@ def finetune_recipe(name: str, data: str, overrides: list[str] | None = None, ou
         # 23 validation clips: benchmarks/results/user_data.md)
         recipe = recipe.replace(
             name=f"finetune-{card.family}", data=finetune_data_section(card, data, **options),
-            model=recipe.model.replace(init_from=str(probe) if probe is not None else name),
+            model=recipe.model.replace(init_from=str(probe) if probe is not None else ref.name),
             trainer=trainer.replace(max_epochs=min(trainer.max_epochs, MAX_EPOCHS[policy]), ema_decay=None,
                                     monitor=trainer.monitor or FINETUNE_MONITOR, max_minutes=budget_minutes))
-        recipe = POLICY_CHANGES[policy].applied(recipe, name)
-        recipe = _with_stopping(recipe, _overridden(recipe, overrides, name).trainer.max_epochs)
-    return _overridden(recipe.replace(output_dir=output_dir or "runs"), overrides, name)
+        recipe = POLICY_CHANGES[policy].applied(recipe, ref)
+        recipe = _with_stopping(recipe, _overridden(recipe, overrides, ref).trainer.max_epochs)
+    return _overridden(recipe.replace(output_dir=output_dir or "runs"), overrides, ref)
 
 
-def _overridden(recipe: Recipe, overrides: list[str] | None, name: str) -> Recipe:
+def _overridden(recipe: Recipe, overrides: list[str] | None, name: ModelRef) -> Recipe:
     """``recipe`` with the user's ``key=value`` overrides applied last, validated whole."""
     return validate_recipe(apply_overrides(recipe.to_dict(), overrides or []), f"finetune of {name}")
 
@@ -316,7 +318,7 @@ def still_improving_line(policy: str, entry: dict[str, Any], recipe: Recipe) -> 
     return f"  {policy} was still improving at its last epoch ({entry['epochs']}); {more} may help"
 
 
-def finetune(name: str, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
+def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
              progress: bool = True, policy: str = "auto", budget_minutes: float | None = FINETUNE_BUDGET_MINUTES,
              report: Callable[[str], None] | None = None, predictor: str = "auto",
              **options) -> tuple[Path, dict | None]:
@@ -351,17 +353,18 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
         raise HubError(f"unknown fine-tune policy {policy!r}; expected one of {list(POLICIES)}")
     if predictor not in PREDICTORS:
         raise HubError(f"unknown predictor {predictor!r}; expected one of {list(PREDICTORS)}")
-    if _is_bare_family(name):
-        run_dir = train(recipe=finetune_recipe(name, data, overrides, output_dir, **options), progress=progress)
+    ref = resolve(name)
+    if ref.kind is RefKind.FAMILY:
+        run_dir = train(recipe=finetune_recipe(ref, data, overrides, output_dir, **options), progress=progress)
         if is_ddp_worker():
             return run_dir, None
     else:
-        make = partial(finetune_recipe, name, data, overrides, output_dir, budget_minutes=budget_minutes, **options)
+        make = partial(finetune_recipe, ref, data, overrides, output_dir, budget_minutes=budget_minutes, **options)
         say = report if report is not None and not is_ddp_worker() else _silent
-        run_dir = _train_candidates(make, name, policy, progress, say)
+        run_dir = _train_candidates(make, ref, policy, progress, say)
         if is_ddp_worker():
             return run_dir, None
-    result = baseline(model_card(str(run_dir)), run_dir)
+    result = baseline(model_card(run_dir), run_dir)
     entry = None if result is None else compare_with_baseline(run_dir, result)
     if result is not None and result.predictor is not None:
         chosen = record_predictor(run_dir, result.name, result.predictor, predictor)
@@ -372,7 +375,7 @@ def finetune(name: str, data: str, overrides: list[str] | None = None, output_di
     return run_dir, entry
 
 
-def _train_candidates(make: Callable[..., Recipe], name: str, policy: str, progress: bool,
+def _train_candidates(make: Callable[..., Recipe], name: ModelRef, policy: str, progress: bool,
                       say: Callable[[str], None]) -> Path:
     """Train the candidates of ``policy`` (``make(policy, probe)`` gives each recipe), saying each run's budget first
     and whether each candidate was still improving after it; returns the kept run folder, its ``policy`` recorded."""
@@ -421,7 +424,3 @@ def _counted_text(counted: dict[str, Any]) -> str:
 def _silent(line: str) -> None:
     """A ``report`` that tells nothing."""
 
-
-def _is_bare_family(name: str) -> bool:
-    """A family name with no tag (``gat``): trained from scratch, not fine-tuned."""
-    return not is_run_path(name) and split_name(name)[1] is None

@@ -1,4 +1,5 @@
-"""Building and loading models: registry families, pretrained tags, run folders and timm names."""
+"""Building and loading models: registry families, pretrained tags, run folders, Hugging Face Hub repositories and
+timm names (resolved once by :func:`hub.names.resolve`)."""
 from __future__ import annotations
 
 import inspect
@@ -9,23 +10,15 @@ from pathlib import Path
 import torch
 
 from hub.core.cards import PretrainedCfg, read_card
-from hub.core.registry import (
-    HF_HUB_PREFIX,
-    TIMM_PREFIX,
-    get_model_entry,
-    get_pretrained_cfg,
-    is_run_path,
-    pretrained_tags,
-    split_name,
-)
+from hub.core.registry import get_model_entry, model_card
 from hub.core.weights import apply_state_dict, fetch, is_offline, load_state_dict
-from hub.deploy.hf import download_card
 from hub.errors import HubError, OfflineError, UnknownModelError, WeightsError
+from hub.names import ModelRef, RefKind, resolve
 
 log = logging.getLogger("hub")
 
 
-def create_model(name: str, num_classes: int | None = None, **model_args) -> torch.nn.Module:
+def create_model(name: str | ModelRef, num_classes: int | None = None, **model_args) -> torch.nn.Module:
     """Build the untrained model of a registered family (``"vit_digits"``) with the given arguments."""
     entry = get_model_entry(name)
     accepted = inspect.signature(entry.builder).parameters
@@ -41,25 +34,6 @@ def create_model(name: str, num_classes: int | None = None, **model_args) -> tor
         return entry.builder(**model_args)
     except ValueError as err:  # the layers' checks of their arguments: a HubError, so the CLI prints it in one line
         raise HubError(f"model {entry.name!r}: {err}") from err
-
-
-def model_card(name: str) -> PretrainedCfg:
-    """The card of a pretrained tag (``"vit_digits.sklearn"``), of a run folder (``"./runs/..."``) or of a Hugging
-    Face Hub repository (``"hf-hub:OWNER/REPO[@REVISION]"``: downloaded with the files it names,
-    :mod:`hub.deploy.hf`)."""
-    if name.startswith(HF_HUB_PREFIX):
-        return download_card(name)
-    if is_run_path(name):
-        path = Path(name).expanduser() / "card.json"
-        if not path.is_file():
-            raise UnknownModelError(f"{name} is not a run folder with a card.json")
-        return read_card(path)
-    family, tag = split_name(name)
-    if tag is None:
-        raise UnknownModelError(f"{name!r} is an untrained family and has no card; pretrained tags: "
-                                f"{', '.join(pretrained_tags(family)) or 'none'} (a run folder named {name} "
-                                f"is written ./{name})")
-    return get_pretrained_cfg(name)
 
 
 def load_from_card(card: PretrainedCfg, pretrained: bool = True, num_classes: int | None = None,
@@ -117,29 +91,28 @@ def _load_timm(arch: str, pretrained: bool, num_classes: int | None, **model_arg
                    f"downloaded ({type(err).__name__}: {err}); go online once, or pass pretrained=False") from err
 
 
-def load(name: str, pretrained: bool = True, num_classes: int | None = None, **model_args) -> torch.nn.Module:
+def load(name: str | os.PathLike | ModelRef, pretrained: bool = True, num_classes: int | None = None,
+         **model_args) -> torch.nn.Module:
     """Build a model by name and load its weights.
 
     ``name`` is a family (``"vit_digits"``: untrained), a pretrained tag (``"vit_digits.sklearn"``:
     weights checked against the card's sha256), a run folder (``"runs/quickstart/..."``: its best
     weights), ``"hf-hub:OWNER/REPO[@REVISION]"`` (a repository written by ``attnhub publish --to-hf``: its card and
     weights downloaded into the Hugging Face cache, the sha256 checked as for a tag; :mod:`hub.deploy.hf`), or
-    ``"timm/<arch>"`` for any timm architecture. With ``num_classes`` different from the
-    card's, everything but the classifier is loaded and the classifier is re-initialised.
-    Pretrained models are returned in eval mode.
+    ``"timm/<arch>"`` for any timm architecture; or a :class:`hub.names.ModelRef` of one, or a path object (a run
+    folder). With ``num_classes`` different from the card's, everything but the classifier is loaded and the
+    classifier is re-initialised. Pretrained models are returned in eval mode.
 
     >>> model = load("vit_digits.sklearn")
     >>> model(torch.zeros(2, 1, 8, 8)).shape
     torch.Size([2, 10])
     """
-    if name.startswith(TIMM_PREFIX):
-        return _load_timm(name[len(TIMM_PREFIX):], pretrained, num_classes, **model_args)
-    if is_run_path(name) or name.startswith(HF_HUB_PREFIX):
-        return load_from_card(model_card(name), pretrained, num_classes, **model_args)
-    family, tag = split_name(name)
-    if tag is None:
-        return create_model(family, num_classes=num_classes, **model_args)
-    return load_from_card(get_pretrained_cfg(name), pretrained, num_classes, **model_args)
+    ref = resolve(name)
+    if ref.kind is RefKind.TIMM:
+        return _load_timm(ref.arch, pretrained, num_classes, **model_args)
+    if ref.kind is RefKind.FAMILY:
+        return create_model(ref, num_classes=num_classes, **model_args)
+    return load_from_card(model_card(ref), pretrained, num_classes, **model_args)
 
 
 def load_run(path: str | os.PathLike, pretrained: bool = True, num_classes: int | None = None,

@@ -23,6 +23,7 @@ from typing import Any
 
 from hub.core.cards import DATA_ELSEWHERE, REPO_ROOT, atomic_write_bytes
 from hub.errors import HubError
+from hub.names import ModelRef, resolve
 
 ABSOLUTE_TOLERANCE = 0.01  # allowed |new - card mean| of a metric whose card has n=1 or std 0
 REPORT_FILE = "reproduce.json"
@@ -133,7 +134,7 @@ def refit_predictor(card, run_dir: Path) -> dict[str, Any] | None:
     from hub.predictor import record_predictor
     from hub.uncertainty.conformal import fit_predictor_run
 
-    result = baseline(model_card(str(run_dir)), run_dir)
+    result = baseline(model_card(run_dir), run_dir)
     if result is None or result.predictor is None:
         raise HubError(f"the card of {card.name} predicts with {card.predictor['chosen']!r}, but the input kind of the "
                        f"new run {run_dir} fitted no baseline that predicts")
@@ -175,7 +176,7 @@ def compare(card_metrics: dict[str, Any], runs: list[dict[str, Any]],
     return out
 
 
-def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | None = None,
+def reproduce(name: str | ModelRef, seeds: list[int] | None = None, overrides: list[str] | None = None,
               output_dir: str | None = None, tolerance: float = ABSOLUTE_TOLERANCE,
               progress: bool = True) -> dict[str, Any]:
     """Retrain pretrained tag ``name`` from its card's recipe and compare the test metrics with the card's.
@@ -196,9 +197,10 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
     test metrics are compared too, as ``predictor:test/...`` (:func:`compare_predictor`).
          "all_within", "report_file"}
     """
-    from hub.models import model_card
+    from hub.core.registry import model_card
 
-    card = model_card(name)
+    ref = resolve(name)
+    card = model_card(ref)
     card_seeds = list(card.recipe.get("seeds") or [card.recipe.get("resolved", {}).get("seed", 0)])
     seeds = list(seeds) if seeds else card_seeds[:1]
     overrides = list(overrides or [])
@@ -214,7 +216,7 @@ def reproduce(name: str, seeds: list[int] | None = None, overrides: list[str] | 
                      **({"predictor": predictor} if predictor else {})})
     metrics = {**compare(card.metrics, runs, tolerance), **compare_predictor(card, runs, tolerance)}
     report = {
-        "name": name,
+        "name": ref.name,
         "recipe": {"path": card.recipe.get("path"), "source": "file" if recipe_path else "resolved",
                    "note": note},
         "seeds": seeds, "card_seeds": card_seeds, "overrides": overrides, "tolerance": tolerance,

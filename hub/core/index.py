@@ -62,6 +62,38 @@ def family_info(family: str) -> dict[str, Any]:
     return dict(info) if info is not None else family_record(get_model_entry(family))
 
 
+def family_rows(pattern: str | None = None, domain: str | None = None, task: str | None = None,
+                pretrained: bool = False) -> list[dict[str, Any]]:
+    """What ``attnhub list`` shows of each family matching ``pattern`` (a glob), ``domain`` and ``task``: its
+    ``name``, ``domain``, ``task``, ``params``, ``tags`` (its pretrained tags, ``family.tag``) and ``metric`` (the
+    headline metric of its first tag's card, else ""); with ``pretrained``, only families with tags. Reads the index
+    and the cards: imports no domain package, nor torch."""
+    from hub.core.registry import list_models, model_card, pretrained_tags
+
+    rows = []
+    for name in list_models(pattern, domain=domain, task=task):
+        info, tags = family_info(name), pretrained_tags(name)
+        if tags or not pretrained:
+            rows.append({"name": name, "domain": info["domain"], "task": info["task"], "params": info["params"],
+                         "tags": tags, "metric": model_card(tags[0]).headline_metric() if tags else ""})
+    return rows
+
+
+def describe(name: str) -> dict[str, Any]:
+    """What ``attnhub info`` shows of ``name``: a family's ``name``, ``domain``, ``task``, ``description``,
+    ``arguments``, ``params`` and ``pretrained`` tags, else the card of the tag, run folder or Hub repository as a
+    dict. A family or tag is read from JSON: no domain package is imported, nor torch."""
+    from hub.core.registry import model_card, pretrained_tags
+    from hub.names import RefKind, resolve
+
+    ref = resolve(name)
+    if ref.kind is not RefKind.FAMILY:
+        return model_card(ref).to_dict()
+    info = family_info(ref.family)
+    return {"name": ref.name, "domain": info["domain"], "task": info["task"], "description": info["description"],
+            "arguments": info["arguments"], "params": info["params"], "pretrained": pretrained_tags(ref.family)}
+
+
 def build_index(new_domains: tuple[str, ...] = ()) -> dict[str, dict[str, dict[str, Any]]]:
     """The index of everything registered, after importing every domain package: those of the current index and
     ``new_domains`` (packages that register families or datasets and are not indexed yet)."""

@@ -3,6 +3,8 @@
 Names follow timm's grammar: ``family`` builds an untrained model, ``family.tag`` a pretrained
 one whose weights and model card ship in ``<domain>/pretrained/family.tag.{safetensors,json}``.
 Registration is data: domain packages decorate short entry functions that only list dimensions.
+Every form of model name (those, run folders, ``hf-hub:`` and ``timm/`` names) is parsed once, by
+:func:`hub.names.resolve`; :func:`model_card` gives the card of any name that has one.
 
 Domain packages are imported on first use, and only the one that is needed: ``hub/index.json``
 (written by ``python -m hub.core.index``) says which package registers each family and dataset, so
@@ -19,20 +21,16 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
 from hub.errors import RegistryError, UnknownModelError
+from hub.names import FAMILY_RE, ModelRef, RefKind, resolve
 
 # Core modules that register demonstration models and datasets of their own (domain "core").
 CORE_MODULES = ("hub.demos.set_tasks",)
 CORE_DOMAIN = "core"
-_FAMILY_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-_TAG_RE = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
-TIMM_PREFIX = "timm/"
-HF_HUB_PREFIX = "hf-hub:"
 
 INDEX_PATH = Path(__file__).parents[1] / "index.json"
 _index_disabled = False  # True while hub.core.index.build_index() rebuilds the file
@@ -188,8 +186,8 @@ def register_model(task: str, classifier: str | None = "head", domain: str | Non
     """
 
     def decorator(fn: Callable) -> Callable:
-        if not _FAMILY_RE.match(fn.__name__):
-            raise RegistryError(f"model family name {fn.__name__!r} must match {_FAMILY_RE.pattern}")
+        if not FAMILY_RE.match(fn.__name__):
+            raise RegistryError(f"model family name {fn.__name__!r} must match {FAMILY_RE.pattern}")
         _check_index("families", fn.__name__, fn)
         MODELS.register(fn.__name__, ModelEntry(
             name=fn.__name__, builder=fn, domain=domain or _domain_of(fn), task=task, classifier=classifier,
@@ -264,56 +262,69 @@ def _import_family(family: str) -> None:
         import_domains()
 
 
-def is_run_path(name: str) -> bool:
-    """Whether ``name`` names a run folder: by its form alone, never by looking at the disk, so a folder in the
-    working directory cannot shadow a family. A path has a ``/`` (``runs/x``, ``./x``, ``/abs/x``; but
-    ``timm/<arch>`` and ``hf-hub:`` names are not paths) or starts with ``.`` or ``~``."""
-    if name.startswith((TIMM_PREFIX, HF_HUB_PREFIX)):
-        return False
-    return "/" in name or os.sep in name or name.startswith((".", "~"))
-
-
-def split_name(name: str) -> tuple[str, str | None]:
-    """``"gat.cora"`` -> ``("gat", "cora")``; ``"gat"`` -> ``("gat", None)``."""
-    family, _, tag = name.partition(".")
-    if not _FAMILY_RE.match(family) or (tag and not _TAG_RE.match(tag)):
-        raise RegistryError(f"malformed model name {name!r}: expected 'family' or 'family.tag' in lower case "
-                            "letters, digits and underscores, 'timm/<arch>', or a run folder's path ('./NAME', "
-                            "'runs/...', an absolute path)")
-    return family, tag or None
-
-
 def _all_names() -> list[str]:
     for domain in domain_packages():
         _read_cards(domain)
     return sorted({*read_index()["families"], *MODELS.names(), *PRETRAINED.names()})
 
 
-def get_model_entry(name: str) -> ModelEntry:
-    family, _ = split_name(name)
-    _import_family(family)
-    if family not in MODELS:
-        raise UnknownModelError(f"unknown model {name!r}; closest names: {closest_names(name, _all_names())}; "
+def _registered(name: str | ModelRef) -> ModelRef:
+    """The reference of a family or ``family.tag`` name; any other form raises."""
+    ref = resolve(name)
+    if ref.family is None:
+        raise UnknownModelError(f"{ref.name!r} names a {ref.kind.value}, not a registered family or pretrained tag")
+    return ref
+
+
+def get_model_entry(name: str | ModelRef) -> ModelEntry:
+    """The family of ``name``, a family or a ``family.tag``."""
+    ref = _registered(name)
+    _import_family(ref.family)
+    if ref.family not in MODELS:
+        raise UnknownModelError(f"unknown model {ref.name!r}; closest names: {closest_names(ref.name, _all_names())}; "
                                 "see `attnhub list`")
-    return MODELS.get(family)
+    return MODELS.get(ref.family)
 
 
-def get_pretrained_cfg(name: str):
+def get_pretrained_cfg(name: str | ModelRef):
     """The card of a shipped tag; for an indexed family it reads only JSON (no domain is imported)."""
-    family, _ = split_name(name)
-    domain = read_index()["families"].get(family, {}).get("domain")
+    ref = _registered(name)
+    domain = read_index()["families"].get(ref.family, {}).get("domain")
     if domain in domain_packages():
         _read_cards(domain)
-    if name in PRETRAINED:
-        return PRETRAINED.get(name)
-    entry = get_model_entry(name)
+    if ref.name in PRETRAINED:
+        return PRETRAINED.get(ref.name)
+    entry = get_model_entry(ref)
     if entry.domain in domain_packages():
         _read_cards(entry.domain)
-    if name not in PRETRAINED:
+    if ref.name not in PRETRAINED:
         tags = pretrained_tags(entry.name)
-        raise UnknownModelError(f"unknown pretrained tag {name!r}; {entry.name!r} has tags: "
+        raise UnknownModelError(f"unknown pretrained tag {ref.name!r}; {entry.name!r} has tags: "
                                 f"{', '.join(tags) if tags else 'none (build it untrained with the family name)'}")
-    return PRETRAINED.get(name)
+    return PRETRAINED.get(ref.name)
+
+
+def model_card(name: str | os.PathLike | ModelRef):
+    """The card (:class:`hub.core.cards.PretrainedCfg`) of a pretrained tag (``"vit_digits.sklearn"``), of a run folder
+    (``"./runs/..."``) or of a Hugging Face Hub repository (``"hf-hub:OWNER/REPO[@REVISION]"``: downloaded with the
+    files it names, :mod:`hub.deploy.hf`). A tag's or run's card is read from JSON: no domain package is imported, nor
+    torch."""
+    ref = resolve(name)
+    if ref.kind is RefKind.HF_HUB:
+        from hub.deploy.hf import download_card
+        return download_card(ref)
+    if ref.kind is RefKind.RUN:
+        from hub.core.cards import read_card
+        if not (ref.path / "card.json").is_file():
+            raise UnknownModelError(f"{ref.name} is not a run folder with a card.json")
+        return read_card(ref.path / "card.json")
+    if ref.kind is RefKind.TIMM:
+        raise UnknownModelError(f"{ref.name!r} is a timm architecture and has no model card")
+    if ref.kind is RefKind.FAMILY:
+        raise UnknownModelError(f"{ref.name!r} is an untrained family and has no card; pretrained tags: "
+                                f"{', '.join(pretrained_tags(ref.family)) or 'none'} (a run folder named {ref.name} "
+                                f"is written ./{ref.name})")
+    return get_pretrained_cfg(ref)
 
 
 def get_dataset_entry(name: str) -> DatasetEntry:

@@ -31,9 +31,10 @@ from typing import Any
 import torch
 
 from hub.core.cards import REPO_ROOT, PretrainedCfg, atomic_write_bytes
-from hub.core.registry import TIMM_PREFIX, get_model_entry, get_pretrained_cfg, is_run_path, pretrained_tags, split_name
+from hub.core.registry import get_model_entry, get_pretrained_cfg, pretrained_tags
 from hub.errors import HubError
 from hub.kinds import KINDS, kinds_supporting, registered_kind
+from hub.names import ModelRef, RefKind, resolve
 from hub.predictor import predictor_module
 
 FORMATS = ("onnx", "pt2")
@@ -85,17 +86,17 @@ def _inferred_card(family: str, model: torch.nn.Module) -> PretrainedCfg:
                    "folder, whose card's input_spec says what the model takes")
 
 
-def _model_and_card(name: str) -> tuple[torch.nn.Module, PretrainedCfg]:
+def _model_and_card(ref: ModelRef) -> tuple[torch.nn.Module, PretrainedCfg]:
     from hub.models import create_model, load
 
-    if name.startswith(TIMM_PREFIX):
-        raise HubError(f"{name!r}: timm models have no model card to take an input from; export a hub family, "
+    if ref.kind is RefKind.TIMM:
+        raise HubError(f"{ref.name!r}: timm models have no model card to take an input from; export a hub family, "
                        "pretrained tag or run folder")
-    if is_run_path(name) or split_name(name)[1] is not None:
-        model = load(name)
+    if ref.has_card:
+        model = load(ref)
         return model.eval(), model.pretrained_cfg
-    model = create_model(name).eval()
-    return model, _inferred_card(name, model)
+    model = create_model(ref).eval()
+    return model, _inferred_card(ref.family, model)
 
 
 def _user_frame(err: BaseException) -> str:
@@ -221,7 +222,8 @@ def _preprocess(card: PretrainedCfg, inputs: dict[str, torch.Tensor], axes: dict
             "output_names": card.output_names, "label_names": card.label_names}
 
 
-def export(name: str, format: str, out_dir: str | os.PathLike | None = None, model_only: bool = False) -> Path:
+def export(name: str | os.PathLike | ModelRef, format: str, out_dir: str | os.PathLike | None = None,
+           model_only: bool = False) -> Path:
     """Export the model ``name`` (pretrained tag, run folder, or an untrained family whose input can be
     inferred) as ``format`` (``"onnx"`` or ``"pt2"``) into ``out_dir`` (default ``./exports/NAME-FORMAT``) with
     its ``card.json`` and ``preprocess.json``; returns the artefact's path. A run whose predictor is its baseline
@@ -233,13 +235,15 @@ def export(name: str, format: str, out_dir: str | os.PathLike | None = None, mod
     """
     if format not in FORMATS:
         raise HubError(f"unknown export format {format!r}; expected one of {', '.join(FORMATS)}")
-    model, card = _model_and_card(name)
+    ref = resolve(name)
+    name = ref.name
+    model, card = _model_and_card(ref)
     predictor = "model" if model_only else (getattr(card, "predictor", None) or {}).get("chosen", "model")
     if predictor != "model":
         model = predictor_module(model, card)
     inputs, axes = _example(card, EXPORT_SIZE)
     output = _check_deterministic(model, inputs, name)
-    safe_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", Path(name).name if is_run_path(name) else name)
+    safe_name = re.sub(r"[^A-Za-z0-9_.\-]+", "_", ref.path.name if ref.kind is RefKind.RUN else name)
     out = Path(out_dir) if out_dir is not None else Path("exports") / f"{safe_name}-{format}"
     path = out / f"model.{format}"
     with _quiet_exporters():

@@ -19,34 +19,18 @@ functions, so ``attnhub list`` does not pay for it.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import yaml
 
 from hub.core.cards import PretrainedCfg, read_card
-from hub.core.registry import HF_HUB_PREFIX
 from hub.core.weights import env_flag, is_offline, read_verified
 from hub.errors import DownloadError, HubError, OfflineError, UnknownModelError, WeightsError
+from hub.names import ModelRef, RefKind, check_repo_id, resolve
 
 CARD_FILE = "card.json"  # a repository's model card, as hub.core.cards writes it
 README_FILE = "README.md"
 LIBRARY_NAME = "attention-hub"
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-
-
-def _check_repo_id(repo_id: str, name: str) -> str:
-    if not _REPO_ID.match(repo_id):
-        raise UnknownModelError(f"malformed Hugging Face Hub repository {name!r}: expected OWNER/REPO (letters, "
-                                "digits, '-', '_' and '.'), e.g. 'hf-hub:alice/vit-digits' or "
-                                "'hf-hub:alice/vit-digits@v1'")
-    return repo_id
-
-
-def parse_name(name: str) -> tuple[str, str | None]:
-    """``"hf-hub:OWNER/REPO@REVISION"`` -> ``("OWNER/REPO", "REVISION")``; no ``@``: the revision is None (``main``)."""
-    repo_id, _, revision = name.removeprefix(HF_HUB_PREFIX).partition("@")
-    return _check_repo_id(repo_id, name), revision or None
 
 
 def offline() -> bool:
@@ -111,13 +95,16 @@ def _download(repo_id: str, filename: str, revision: str | None, name: str, loca
         raise DownloadError(f"{name}: download of {filename} from {repo_id} at {where} failed: {err}") from err
 
 
-def download_card(name: str) -> PretrainedCfg:
+def download_card(name: str | ModelRef) -> PretrainedCfg:
     """The card of ``name`` (``"hf-hub:OWNER/REPO[@REVISION]"``) read from ``huggingface_hub``'s snapshot folder, with
     the weights (and OOD statistics) it names downloaded beside it from the same commit; the caller loads them, their
     sha256 checked, like those of any card (:func:`hub.models.load_from_card`)."""
     from huggingface_hub.errors import EntryNotFoundError
 
-    repo_id, revision = parse_name(name)
+    ref = resolve(name)
+    if ref.kind is not RefKind.HF_HUB:
+        raise UnknownModelError(f"{ref.name!r} is not a Hugging Face Hub name: expected 'hf-hub:OWNER/REPO[@REVISION]'")
+    name, repo_id, revision = ref.name, ref.repo, ref.revision
     local_only = offline()
     try:
         card_path = _download(repo_id, CARD_FILE, revision, name, local_only)
@@ -211,7 +198,7 @@ def upload(card_path: str | os.PathLike, repo_id: str, license_id: str = "apache
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
-    _check_repo_id(repo_id, repo_id)
+    check_repo_id(repo_id, repo_id)
     if offline():
         raise OfflineError(f"uploading to {repo_id} needs the network; unset HUB_OFFLINE and HF_HUB_OFFLINE")
     card_path = Path(card_path)

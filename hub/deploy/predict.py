@@ -18,7 +18,7 @@ import torch
 
 from hub.data import read_csv_frame
 from hub.errors import HubError
-from hub.kinds import kind_of, predict_logits
+from hub.kinds import InputForm, kind_of, predict_logits
 from hub.predictor import blend_of
 from hub.uncertainty.conformal import interval_columns
 from hub.uncertainty.ood import HEADER as OOD_HEADER
@@ -124,6 +124,14 @@ def shown_row(row: list[str], regression: bool, ood: bool = False) -> list[str]:
     name, *cells = row
     cells, tail = (cells[:-len(OOD_HEADER)], cells[-len(OOD_HEADER):]) if ood else (cells, [])
     return [name, *(f"{float(c):.3f}" if i % 2 or regression else c for i, c in enumerate(cells)), *tail]
+
+
+def check_table_input(card, name: str) -> None:
+    """Raise unless the model of ``card`` (loaded as ``name``) takes table rows (its input kind's form), as
+    :func:`table_predictions` reads them."""
+    if kind_of(card).input_form is not InputForm.ROWS:
+        raise HubError(f"--data takes a table for tabular models; {name} takes input files "
+                       f"(kind {card.input_spec.get('kind')!r}): give them as FILES")
 
 
 def table_predictions(model, path: str, batch_size: int = 256, interval_level: float | None = None) -> Iterator[Batch]:

@@ -19,10 +19,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hub.core.cards import absolute_paths, portable_recipe, read_card, write_card
-from hub.core.registry import get_model_entry, split_name
+from hub.core.registry import get_model_entry
 from hub.core.weights import read_verified
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
+from hub.names import RefKind, resolve
 from hub.recipe import Recipe
 from hub.uncertainty.ood import sidecar_name
 
@@ -79,9 +80,10 @@ def publish(runs: list[str], name: str, dest: str | None = None, notes: str = ""
     ``add_seeds=True`` adds the runs' test metrics to the already published card ``name`` instead: its weights
     stay, the runs must come from the card's recipe with seeds it does not have yet, and ``notes`` (if given)
     replaces the card's notes."""
-    family, tag = split_name(name)
-    if tag is None:
+    ref = resolve(name)
+    if ref.kind is not RefKind.TAG:
         raise HubError(f"publish needs a family.tag name, got {name!r}")
+    family = ref.family
     entry = get_model_entry(family)
     cards, summaries = _read_runs(runs)
     out_dir = Path(dest) if dest else Path(importlib.import_module(entry.domain).__file__).parent / "pretrained"

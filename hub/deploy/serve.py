@@ -189,14 +189,15 @@ def _write_rows(rows: Any, path: Path) -> int:
 
 
 def load_served(name: str):
-    """The model of a pretrained tag or run folder, checked to be one ``serve`` can answer for."""
-    from hub.core.registry import TIMM_PREFIX, is_run_path, split_name
+    """The model of a pretrained tag, run folder or Hub repository, checked to be one ``serve`` can answer for."""
     from hub.models import load
+    from hub.names import resolve
 
-    if not is_run_path(name) and (name.startswith(TIMM_PREFIX) or split_name(name)[1] is None):
-        raise HubError(f"attnhub serve takes a pretrained tag (family.tag) or a run folder, got {name!r}: an "
-                       "untrained family has no card to say what input it takes")
-    model = load(name).eval()
+    ref = resolve(name)
+    if not ref.has_card:
+        raise HubError(f"attnhub serve takes a pretrained tag (family.tag) or a run folder (or hf-hub:OWNER/REPO), "
+                       f"got {name!r}: an untrained family has no card to say what input it takes")
+    model = load(ref).eval()
     kind = kind_of(model.pretrained_cfg)
     if kind.name not in kinds_supporting("predict"):
         raise HubError(f"{name} takes inputs of kind {kind.name!r}, which has no reader for predictions "

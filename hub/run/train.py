@@ -125,15 +125,17 @@ def _init_from(name: str, family: str, args: dict[str, Any],
     classifier when the data's ``label_names`` are as many as the card's but others (FSDD digits 5-9 after a run on
     digits 0-4): its rows would score classes they never learnt."""
     from hub.models import create_model, load, model_card
+    from hub.names import resolve
 
-    card = model_card(name)
+    ref = resolve(name)
+    card = model_card(ref)
     card_args = card.model_args
     changed = sorted(k for k, v in args.items() if k != "num_classes" and k in card_args and card_args[k] != v)
     relabelled = (args.get("num_classes") == card_args.get("num_classes") and bool(card.label_names)
                   and bool(label_names) and list(label_names) != list(card.label_names))
     if not changed and not relabelled:
-        return load(name, **args), set()
-    pretrained = load(name).state_dict()  # verified against the card's sha256
+        return load(ref, **args), set()
+    pretrained = load(ref).state_dict()  # verified against the card's sha256
     model = create_model(family, **args)
     own = model.state_dict()
     classifier = get_model_entry(family).classifier if relabelled else None

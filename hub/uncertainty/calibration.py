@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -160,11 +159,12 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
     """Fit the temperature and the trust score of classifier ``name`` (a run folder or a pretrained tag) on its
     validation split, measure them on its test split, and return the figures (see the module docstring)."""
     from hub.core.cards import write_card
-    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
+    from hub.names import RefKind, resolve
     from hub.recipe import card_data
 
-    card = model_card(name)
+    ref = resolve(name)
+    card = model_card(ref)
     if not card.label_names:
         raise HubError(f"{name} is not a classifier (its card has no classes); calibration needs class probabilities")
     datamodule = card_data(card, data_overrides)
@@ -195,8 +195,8 @@ def calibrate(name: str, data_overrides: list[str] | None = None, alpha: float =
         "trust_score_median": {"correct": float(np.median(trust[correct])) if correct.any() else None,
                                "wrong": float(np.median(trust[~correct])) if (~correct).any() else None},
     }
-    if is_run_path(name):
-        card_path = Path(name) / "card.json"
+    if ref.kind is RefKind.RUN:
+        card_path = ref.card_path(card)
         write_card(dataclasses.replace(card, calibration={"temperature": temperature, **{
             k: v for k, v in result.items() if k != "temperature"}}, card_dir=""), card_path)
         result["card"] = str(card_path)

@@ -248,19 +248,20 @@ def fit_card(name: str, data_overrides: list[str] | None = None, progress: bool 
     """:func:`fit` for a run folder or a shipped tag ``name`` on the data its card names, written into its card
     (``card.json``, or the tag's ``<name>.json``; the weights and their sha256 are untouched); returns it."""
     from hub.core.cards import write_card
-    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
+    from hub.names import resolve
     from hub.recipe import card_data
     from hub.tasks import create_task
 
-    card = model_card(name)
+    ref = resolve(name)
+    card = model_card(ref)
     datamodule = card_data(card, data_overrides)
     datamodule.setup("fit")
     task = create_task(datamodule.task, **datamodule.task_args())
     calibration = fit(load_from_card(card), datamodule, task, progress=progress)
     if not calibration:
         raise HubError(f"{name} is neither a classifier nor a model of named outputs; nothing to calibrate")
-    path = Path(name) / "card.json" if is_run_path(name) else Path(card.card_dir) / f"{card.name}.json"
+    path = ref.card_path(card)
     write_card(with_calibration(card, calibration), path)
     return calibration
 

@@ -72,7 +72,7 @@ def held_out_outputs(card, val_fraction: float, runs: int, progress: bool = True
     with tempfile.TemporaryDirectory(prefix="cross-fit-") as work:
         for overrides in held_out_overrides(val_fraction, runs):
             run = train(recipe=_recipe_of(card, overrides, work), progress=progress)
-            run_card = model_card(str(run))
+            run_card = model_card(run)
             datamodule = card_data(run_card)
             datamodule.setup("fit")
             out, _, y = model_outputs(load_from_card(run_card).eval(), datamodule.val_dataloader(), "val", progress,
@@ -91,13 +91,14 @@ def fit_card(name: str, val_fraction: float = 0.25, runs: int = 4, progress: boo
     """The ``conformal`` intervals of the tag or run folder ``name`` fitted on cross-fitted residuals
     (:func:`held_out_outputs`), written into its card (weights untouched); returns them."""
     from hub.core.cards import write_card
-    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
+    from hub.names import resolve
     from hub.recipe import card_data
     from hub.tasks import create_task
     from hub.uncertainty import conformal
 
-    card = model_card(name)
+    ref = resolve(name)
+    card = model_card(ref)
     if not card.output_names:
         raise HubError(f"{name} has no named regression outputs; cross-fitted intervals are for regressions")
     held_out = held_out_outputs(card, val_fraction, runs, progress)
@@ -107,6 +108,6 @@ def fit_card(name: str, val_fraction: float = 0.25, runs: int = 4, progress: boo
     calibration = conformal.fit(load_from_card(card), datamodule, task, progress=progress, held_out=held_out)
     if "half_width" not in calibration.get("conformal", {}):
         raise HubError(f"{name}: no interval was fitted ({calibration.get('conformal', {}).get('skipped', '')})")
-    path = Path(name) / "card.json" if is_run_path(name) else Path(card.card_dir) / f"{card.name}.json"
+    path = ref.card_path(card)
     write_card(conformal.with_calibration(card, calibration), path)
     return calibration

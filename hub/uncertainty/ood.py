@@ -651,15 +651,15 @@ def fit_card(name: str, rate: float = DEFAULT_FALSE_ALARM_RATE, data_overrides: 
              progress: bool = True) -> dict[str, Any]:
     """Fit the OOD scores of a pretrained tag or run folder ``name`` from the data its card names (as
     ``attnhub calibrate`` does) and store them (:func:`fit_and_store`); returns the card's ``ood`` section."""
-    from hub.core.registry import is_run_path
     from hub.models import load_from_card, model_card
+    from hub.names import resolve
     from hub.recipe import card_data
 
-    card = model_card(name)
+    ref = resolve(name)
+    card = model_card(ref)
     datamodule = card_data(card, data_overrides)
     datamodule.setup("fit")
-    card_file = "card.json" if is_run_path(name) else f"{card.name}.json"
-    return fit_and_store(load_from_card(card), card, datamodule, Path(card.card_dir) / card_file, rate, progress)
+    return fit_and_store(load_from_card(card), card, datamodule, ref.card_path(card), rate, progress)
 
 
 # ---- scoring predictions -----------------------------------------------------------------------------------------

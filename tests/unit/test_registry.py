@@ -7,7 +7,7 @@ import torch
 
 import hub
 from hub.core.index import build_index
-from hub.core.registry import Registry, is_run_path, read_index, register_model, split_name
+from hub.core.registry import Registry, read_index, register_model
 from hub.errors import HubError, RegistryError, UnknownModelError
 
 
@@ -89,8 +89,6 @@ def test_a_folder_named_like_a_family_does_not_shadow_it(tmp_path, monkeypatch):
     assert getattr(model, "pretrained_cfg", None) is None
     with pytest.raises(UnknownModelError, match="vit_digits/missing is not a finished run folder"):
         hub.load_run("vit_digits/missing")
-    assert is_run_path("./vit_digits") and is_run_path("runs/x") and not is_run_path("timm/vit_tiny_patch16_224")
-    assert not is_run_path("hf-hub:owner/repo")
     with pytest.raises(UnknownModelError, match="malformed Hugging Face Hub repository 'hf-hub:owner'"):
         hub.load("hf-hub:owner")  # told by its form before any download
 
@@ -102,11 +100,6 @@ def test_list_models_filters():
     assert "vit_digits.sklearn" in hub.list_models(pretrained=True)
     with pytest.raises(UnknownModelError, match="expected one of"):
         hub.list_models(domain="astrology")
-
-
-def test_split_name():
-    assert split_name("gat.cora") == ("gat", "cora")
-    assert split_name("gat") == ("gat", None)
 
 
 def test_family_builds_untrained_model():
