@@ -41,12 +41,14 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "finetune_policy.json"
 TABLE_TEST_ROWS = 2000  # rows appended to each table cell as its test split
 PREVIOUS_DEFAULT = "full-recipe-lr"
+AUDIO_SOURCE = "RUN (ast_tiny pretrained on FSDD digits 0-4, seed 0)"  # the audio cells' source, named without its path
 
 
-def run_cell(cell: dict, source: str, data: Path, seed: int, work: Path, overrides: list[str] = (), **options) -> dict:
+def run_cell(cell: dict, source: str, data: Path, seed: int, work: Path, overrides: list[str] = (),
+             source_name: str | None = None, **options) -> dict:
     """``finetune(source, data, policy="auto")`` for one seed, plus the previous default where ``auto`` did not train
     it; returns the cell's entry: each candidate's validation and test metric, epochs, seconds, the chosen policy,
-    the baseline's test metric."""
+    the baseline's test metric. ``source_name`` stands for a run folder ``source`` in the entry (no machine path)."""
     out = work / "runs"
     args = [*overrides, "trainer.accelerator=cpu", f"seed={seed}"]
     started = time.time()
@@ -60,7 +62,7 @@ def run_cell(cell: dict, source: str, data: Path, seed: int, work: Path, overrid
         extra, _ = finetune(source, str(data), args, str(out), progress=False, policy=PREVIOUS_DEFAULT, **options)
         kept = json.loads((extra / "metrics.json").read_text())["policy"]["candidates"][PREVIOUS_DEFAULT]
         previous = _candidate(extra, kept, metric)
-    return {**cell, "source": source, "seed": seed, "metric": metric, "rule": policy["rule"],
+    return {**cell, "source": source_name or source, "seed": seed, "metric": metric, "rule": policy["rule"],
             "candidates": candidates, "chosen": policy["chosen"], "previous_default": previous,
             "baseline": {"name": entry["name"], "test": entry["test"][metric]}, "seconds": round(seconds, 1)}
 
@@ -125,7 +127,7 @@ def audio(work: Path, seeds: list[int]):
             shutil.copyfile(path, folder / path.name)
         cell = {"cell": f"FSDD digits 5-9, {per_digit} clips per digit", "domain": "audio", "size": per_digit}
         for seed in seeds:
-            yield run_cell(cell, str(source), root, seed, work)
+            yield run_cell(cell, str(source), root, seed, work, source_name=AUDIO_SOURCE)
 
 
 def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000)):

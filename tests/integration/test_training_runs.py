@@ -329,10 +329,10 @@ def test_finetune_on_an_image_folder(tmp_path, capsys):
     trainer = card.recipe["resolved"]["trainer"]  # small-data defaults: early stopping on val/loss, no weight EMA
     assert trainer["ema_decay"] is None and trainer["early_stopping"]["patience"] == 5 and trainer["max_epochs"] == 2
     assert trainer["monitor"] == "val/loss" and trainer["max_minutes"] == 30.0 and trainer["min_epochs"] == 0
-    # --policy auto: below 50 training images per class, a linear probe and LP-FT (a full fine-tune started from
-    # that probe), each in its own folder, their budgets said before training; the better on validation is kept
+    # --policy auto: a linear probe, LP-FT (a full fine-tune started from that probe) and a full fine-tune at the
+    # card's rate, each in its own folder, their budgets said before training; the best on validation is kept
     choice = json.loads((run / "metrics.json").read_text())["policy"]
-    assert choice["asked"] == "auto" and list(choice["candidates"]) == ["linear-probe", "lp-ft"]
+    assert choice["asked"] == "auto" and list(choice["candidates"]) == ["linear-probe", "lp-ft", "full-recipe-lr"]
     assert choice["rule"]["classes"] == 3 and choice["rule"]["per_class"] < 50
     plan = out.split("fine-tune policy auto: ")[1]
     assert "\n  lp-ft: at most 2 epochs or 30 minutes; stops after 5 epochs without progress on val/loss" in plan

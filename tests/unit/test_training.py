@@ -87,16 +87,15 @@ def test_finetune_recipe_monitors_the_validation_loss_unless_the_card_names_a_me
 
 
 def test_auto_picks_its_candidates_by_training_examples_per_class():
-    """The rule (hub.finetune.AUTO_RULE): a linear probe and LP-FT below 50 training examples per class, the full
-    fine-tune at the card's learning rate too from 50; families without a classifier fine-tune whole."""
+    """The rule (hub.finetune.AUTO_RULE): a classifier's linear probe, LP-FT and full fine-tune at the card's
+    learning rate at every size; families without a classifier fine-tune whole, at the card's rate too from 50."""
     from hub.finetune import auto_candidates, rule_text, stopping_for
 
-    assert auto_candidates(49.9, classifier=True) == ["linear-probe", "lp-ft"]
+    assert auto_candidates(49.9, classifier=True) == ["linear-probe", "lp-ft", "full-recipe-lr"]
     assert auto_candidates(50, classifier=True) == ["linear-probe", "lp-ft", "full-recipe-lr"]
     assert auto_candidates(3, classifier=False) == ["full"]
     assert auto_candidates(400, classifier=False) == ["full", "full-recipe-lr"]
-    assert rule_text(True) == ("fewer than 50 training examples per class: linear-probe, lp-ft; 50 or more: "
-                               "linear-probe, lp-ft, full-recipe-lr")
+    assert rule_text(True) == "at any number of training examples per class: linear-probe, lp-ft, full-recipe-lr"
     assert rule_text(False, per_class=False) == ("fewer than 50 training examples: full; 50 or more: full, "
                                                  "full-recipe-lr")
     assert [stopping_for(n) for n in (2, 20, 60)] == [(5, 0), (5, 6), (10, 20)]  # (patience, min_epochs)
@@ -202,7 +201,7 @@ def test_auto_says_its_rule_and_budgets_then_records_every_candidate(monkeypatch
     run, comparison = hub.finetune.finetune("vit_digits.sklearn", "mine", report=lines.append)
     assert comparison is None and run.name == "run-1"  # LP-FT: the lowest validation loss
     assert lines[0].startswith("fine-tune policy auto: 600 training examples, 60 per class (10 classes); "
-                               "candidates linear-probe, lp-ft, full-recipe-lr (rule: fewer than 50")
+                               "candidates linear-probe, lp-ft, full-recipe-lr (rule: at any number")
     assert lines[2:5] == [
         "  linear-probe: at most 30 epochs or 30 minutes; stops after 5 epochs without progress on val/loss, "
         "not before epoch 10",
@@ -214,7 +213,7 @@ def test_auto_says_its_rule_and_budgets_then_records_every_candidate(monkeypatch
                          "(trainer.max_epochs=60) may help"]
     policy = json.loads((run / "metrics.json").read_text())["policy"]
     assert (policy["chosen"], policy["asked"]) == ("lp-ft", "auto")
-    assert policy["rule"]["per_class"] == 60.0 and policy["rule"]["text"].startswith("fewer than 50 training")
+    assert policy["rule"]["per_class"] == 60.0 and policy["rule"]["text"].startswith("at any number of training")
     assert policy["candidates"]["full-recipe-lr"] == {"run": "run-2", "metric": "val/loss", "mode": "min",
                                                       "value": 0.6, "epochs": 41, "still_improving": False}
     assert policy["candidates"]["linear-probe"]["still_improving"]
