@@ -69,10 +69,10 @@ def logistic_on_neighbour_means(graph, label_names: list[str], ids: list[str], s
             regression is then kept as arrays (:data:`hub.classical.LINEAR_ARRAYS`: the scaler's mean is 0 and its
             scale the largest magnitudes).
     """
-    features = neighbour_features(graph.x, graph.edge_index, hops)
-    largest = abs(features).max(axis=0).toarray().ravel()
+    unscaled = neighbour_features(graph.x, graph.edge_index, hops)
+    largest = abs(unscaled).max(axis=0).toarray().ravel()
     scale = np.where(largest > 0, largest, 1.0)
-    features = features @ sp.diags(1.0 / scale)
+    features = unscaled @ sp.diags(1.0 / scale)
     y = graph.y.numpy()
     train, val, test = (graph[f"{s}_mask"].numpy() for s in ("train", "val", "test"))
     x_train, x_val = features[train].toarray(), features[val].toarray()
@@ -96,7 +96,7 @@ def logistic_on_neighbour_means(graph, label_names: list[str], ids: list[str], s
     masks = {"val": val, "test": test}
     return dataclasses.replace(result, predictor=PredictorData(
         task="classification", labels={s: y[m] for s, m in masks.items()}, model=model_probabilities,
-        baseline={s: linear_probabilities(arrays, (features[m] @ sp.diags(scale)).toarray()) for s, m in masks.items()},
+        baseline={s: linear_probabilities(arrays, unscaled[m].toarray()) for s, m in masks.items()},
         save=lambda run_dir: save_arrays(arrays, Path(run_dir) / LINEAR_FILE)))
 
 
