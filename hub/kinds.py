@@ -234,6 +234,16 @@ class InputKind:
         None when it says nothing (export then tries the input specs of the family's tags)."""
         return None
 
+    def ood_input_scores(self, input_spec: dict[str, Any], classifier: bool) -> tuple[str, ...]:
+        """The input scores (of ``ood.input_scores``) that a model of this kind gets, given its card's
+        ``input_spec`` and whether it is a classifier; by default all of them."""
+        return self.ood.input_scores
+
+    def target_units(self, input_spec: dict[str, Any]) -> tuple[float, float]:
+        """``(scale, shift)`` mapping the regression targets the model learns to the target's units
+        (``scale * value + shift``), from the card's ``input_spec``; by default they are in their own units."""
+        return 1.0, 0.0
+
     def ood_values(self, inputs) -> Any:
         """The model's input (a tensor, or a dict of its keyword inputs) as the numbers (B, ..., F) that the range
         check reads: the tensor, or the dict's ``x``."""

@@ -50,6 +50,13 @@ class TableKind(InputKind):
                    "regression)", choices=("auto", "binary", "multiclass", "regression")),
     )
 
+    def target_units(self, input_spec: dict[str, Any]) -> tuple[float, float]:
+        """A regression target is standardised by the preprocessor (its ``target_std`` and ``target_mean``)."""
+        pre = TableSpec.from_dict(input_spec, "a table's input_spec").preprocessor
+        if pre.get("task") != "regression":
+            return 1.0, 0.0
+        return float(pre.get("target_std", 1.0)), float(pre.get("target_mean", 0.0))
+
     def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> DataSection:
         """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
         spec = self.spec(card).preprocessor

@@ -81,6 +81,11 @@ class ImageKind(InputKind):
     input_form = InputForm.FILE_EACH
     example_input = staticmethod(_example_images)
 
+    def ood_input_scores(self, input_spec: dict[str, Any], classifier: bool) -> tuple[str, ...]:
+        """``grey_energy`` scores classifiers of colour images only (a grey input is unseen by them)."""
+        colour_classifier = classifier and input_spec.get("channels", 1) > 1
+        return tuple(s for s in self.ood.input_scores if s != "grey_energy" or colour_classifier)
+
     def finetune_data(self, card, path: str) -> DataSection:
         spec = self.spec(card)
         return DataSection(name="image_folder", args={"root": str(path), "height": spec.height, "width": spec.width,

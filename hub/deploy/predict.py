@@ -142,9 +142,8 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     (:mod:`hub.predictor`): the model's, its input kind's classical baseline's, or their blend; the OOD columns score
     the model's."""
     card = model.pretrained_cfg
-    spec = card.input_spec.get("preprocessor", {})
-    regression = spec.get("task") == "regression"
-    classes = list(spec.get("classes") or card.label_names)
+    regression = bool(card.output_names)  # a regression names its target; a classifier its classes
+    classes = list(card.label_names)
     header = ["row", "prediction", *(f"proba_{c}" for c in classes)]
     scorer = PredictionScorer.for_model(model)
     frame = read_csv_frame(path, "a CSV table", skipinitialspace=True, na_values=["?"]) if scorer else None

@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 
 from hub.errors import HubError
+from hub.kinds import registered_kind
 from hub.tasks import ClassificationTask
 from hub.uncertainty.calibration import calibration_error, choose_temperature, model_outputs
 
@@ -178,13 +179,11 @@ def fit_temperature_figures(val_logits: torch.Tensor, val_labels: torch.Tensor, 
 
 
 def target_units(input_spec: dict[str, Any]) -> tuple[float, float]:
-    """(scale, shift) that map the data's targets to the target's units (``scale * value + shift``): a table's
-    regression target is standardised (its preprocessor's ``target_std`` and ``target_mean``; ``predict`` undoes
-    it); other targets are in their own units."""
-    spec = input_spec.get("preprocessor", {})
-    if spec.get("task") != "regression":
-        return 1.0, 0.0
-    return float(spec.get("target_std", 1.0)), float(spec.get("target_mean", 0.0))
+    """(scale, shift) that map the data's targets to the target's units (``scale * value + shift``), as the input
+    kind of ``input_spec`` says (:meth:`~hub.kinds.InputKind.target_units`: a table's regression target is
+    standardised); an input of no registered kind has its targets in their own units."""
+    kind = registered_kind(input_spec.get("kind"))
+    return kind.target_units(input_spec) if kind is not None else (1.0, 0.0)
 
 
 def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "cpu",

@@ -379,9 +379,10 @@ class NoOODScore(HubError):
 
 def scores_for(card, model: torch.nn.Module) -> list[str]:
     """The scores a model gets (see the module docstring): the model's own, then the input scores its kind's
-    :class:`~hub.kinds.OODProfile` declares (``grey_energy`` for classifiers of colour images only); raises naming
+    :class:`~hub.kinds.OODProfile` declares and its ``ood_input_scores`` keeps for this card; raises naming
     why when it gets none."""
-    profile = input_kind(card.input_spec).ood
+    kind = input_kind(card.input_spec)
+    profile = kind.ood
     unknown = set(profile.input_scores) - set(INPUT_SCORES)
     if unknown:
         raise HubError(f"the input kind {card.input_spec.get('kind')!r} declares the unknown OOD score(s) "
@@ -393,8 +394,8 @@ def scores_for(card, model: torch.nn.Module) -> list[str]:
         scores.append("mahalanobis")
     elif card.label_names:
         scores.append("energy")
-    colour_classifier = bool(card.label_names) and card.input_spec.get("channels", 1) > 1
-    scores += [s for s in INPUT_SCORES if s in profile.input_scores and (s != "grey_energy" or colour_classifier)]
+    chosen = kind.ood_input_scores(card.input_spec, classifier=bool(card.label_names))
+    scores += [s for s in INPUT_SCORES if s in chosen]
     if not scores:
         raise NoOODScore(f"no OOD score for {card.name}: it has no forward_features / forward_head, is not a "
                        f"classifier and its inputs (kind {card.input_spec.get('kind', '')!r}) have no range check")

@@ -55,3 +55,34 @@ def test_hub_code_names_no_kind_and_no_domain():
     found = [f"{path.relative_to(HUB.parent)}:{line}: {text!r}" for path in sorted(HUB.rglob("*.py"))
              for line, text in string_constants(path.read_text()) if text in names]
     assert not found, "kind or domain names in hub/ code (declare them on the kind instead):\n" + "\n".join(found)
+
+
+def input_spec_keys(source: str) -> list[tuple[int, str]]:
+    """``(line, key)`` of every constant key read from an ``input_spec`` in ``source``: ``x.input_spec["key"]``,
+    ``input_spec.get("key")``, ``spec.pop("key")`` and the like."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript):
+            target, key = node.value, node.slice
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("get", "pop", "setdefault") and node.args:
+            target, key = node.func.value, node.args[0]
+        else:
+            continue
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+        if name in ("input_spec", "spec") and isinstance(key, ast.Constant) and isinstance(key.value, str):
+            found.append((node.lineno, key.value))
+    return found
+
+
+def test_input_spec_keys_finds_reads():
+    source = 'a = card.input_spec["preprocessor"]\nb = input_spec.get("channels", 1)\nc = other["x"]\n'
+    assert input_spec_keys(source) == [(1, "preprocessor"), (2, "channels")]
+
+
+def test_hub_code_reads_no_kind_field_of_an_input_spec():
+    """An ``input_spec``'s fields beyond ``kind`` belong to its kind's ``Spec``: the core asks the kind (a hook such
+    as ``target_units`` or ``ood_input_scores``) instead of reading them."""
+    found = [f"{path.relative_to(HUB.parent)}:{line}: {key!r}" for path in sorted(HUB.rglob("*.py"))
+             for line, key in input_spec_keys(path.read_text()) if key != "kind"]
+    assert not found, "input_spec fields read in hub/ (ask the input kind instead):\n" + "\n".join(found)

@@ -84,7 +84,8 @@ def test_a_regression_predictor_other_than_the_model_gets_intervals_from_its_own
     data = PredictorData("regression", labels, model, baseline, save=lambda run_dir: run_dir)
     model_intervals = {"conformal": {"outputs": ["price"], "half_width": {"0.9": [[9.9]]}}}
     card = SimpleNamespace(name="price.run", calibration=model_intervals,
-                           input_spec={"preprocessor": {"task": "regression", "target_std": 3.0, "target_mean": 1.0}})
+                           input_spec={"kind": "table", "preprocessor": {"task": "regression", "target_std": 3.0,
+                                                                     "target_mean": 1.0}})
     conformal = predictor_intervals(card, data, "baseline", 0.0)
     expected = 3.0 * conformal_half_width(np.abs(baseline["val"] - labels["val"]), 0.9)  # in the target's units
     assert conformal["half_width"]["0.9"] == [[pytest.approx(expected)]] and expected < 1.0
