@@ -1,7 +1,8 @@
 """Issue 36: the hub's families on real data written the way a user holds it (class folders, CSVs), each run set
 beside the classical baseline that ``attnhub finetune`` fits on the same split. Each domain's function writes its
 datasets under a work folder, runs short ``finetune`` commands (CPU) and returns a markdown row per run: command,
-data, model metric, baseline metric, seeds.
+data, model metric, baseline metric, the run's predictor (issue 48: ``--predictor auto``'s test metric and the member
+chosen on validation per seed), seeds.
 
     HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio graph timeseries medical icu [--seeds 0 1]
 """
@@ -32,6 +33,7 @@ def _finetune_rows(name: str, data: Path, described: str, overrides: list[str], 
     from hub.run.train import train
 
     model, baseline, chosen, metric = [], [], [], None
+    predictor, predictors = [], []  # the run's predictor (issue 48): its test metric and which member, per seed
     for seed in seeds:
         source = name if pretrain is None else str(
             train(str(REPO / pretrain), [f"seed={seed}", f"output_dir={work / 'pretrain'}"], progress=False))
@@ -42,6 +44,10 @@ def _finetune_rows(name: str, data: Path, described: str, overrides: list[str], 
         model.append(summary["test"][metric])
         baseline.append(entry["test"][metric])
         chosen += [summary["policy"]["chosen"]] if "policy" in summary else []
+        if "predictor" in summary:
+            kept = summary["predictor"]
+            predictor.append(kept["test"]["chosen"].get(metric, float("nan")))
+            predictors.append(kept["chosen"] + (f" (w={kept['weight']:g})" if kept["chosen"] == "blend" else ""))
 
     def spread(values: list[float]) -> str:
         return f"{statistics.mean(values):.3f}" + (f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else "")
@@ -52,7 +58,8 @@ def _finetune_rows(name: str, data: Path, described: str, overrides: list[str], 
         command = f"`attnhub train {pretrain} seed=S`, then {command} (RUN: that run folder)"
     if chosen:
         command += f" (policy chosen per seed: {', '.join(chosen)})"
-    return [f"| {command} | {described} | {metric} {spread(model)} | {entry['name']}: {spread(baseline)} | "
+    kept = f"{spread(predictor)} ({', '.join(predictors)})" if predictor else "none (the kind keeps the model)"
+    return [f"| {command} | {described} | {metric} {spread(model)} | {entry['name']}: {spread(baseline)} | {kept} | "
             f"{', '.join(map(str, seeds))} |"]
 
 
@@ -266,7 +273,8 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="user_data_"))
     rows = [row for domain in args.domains for row in globals()[domain](work / domain, args.seeds)]
-    header = ["| command | data | model | baseline | seeds |", "| --- | --- | --- | --- | --- |"]
+    header = ["| command | data | model | baseline | predictor (chosen per seed) | seeds |",
+              "| --- | --- | --- | --- | --- | --- |"]
     sys.stdout.write("\n".join(header + rows) + "\n")
 
 
