@@ -271,18 +271,22 @@ def register_kind(cls: type[InputKind]) -> type[InputKind]:
 def predict_per_file(model, paths: Iterable[str], read: Callable[[str], Any],
                      batch_size: int) -> Iterator[tuple[list[str], Any]]:
     """Yield ``(names, model(inputs))`` ``batch_size`` files at a time, for kinds with one input per file:
-    ``read(path)`` gives the file's model input (a tensor of the same shape for every file), stacked on dim 0."""
-    import torch
+    ``read(path)`` gives the file's model input, a tensor of the same shape for every file or a dict of the model's
+    keyword inputs (such tensors), stacked on dim 0 (``torch.utils.data.default_collate``; a dict is passed as
+    ``model(**batch)``)."""
+    from torch.utils.data import default_collate
+
+    from hub.tasks import call_model
 
     names, inputs = [], []
     for path in paths:
         names.append(str(path))
         inputs.append(read(path))
         if len(names) == batch_size:
-            yield names, model(torch.stack(inputs))
+            yield names, call_model(model, default_collate(inputs))
             names, inputs = [], []
     if names:
-        yield names, model(torch.stack(inputs))
+        yield names, call_model(model, default_collate(inputs))
 
 
 def batch_axes(inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:
