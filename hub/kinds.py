@@ -86,7 +86,8 @@ class PredictorData:
     """What choosing a run's predictor needs (:mod:`hub.predictor`), from a kind whose baseline can predict.
 
     ``task``: ``classification`` (outputs: (N, C) probabilities, the model's calibrated as ``predict`` gives them;
-    labels: class indices), ``regression`` (outputs and labels: values, in the units the run's metrics use) or
+    labels: class indices), ``regression`` (outputs and labels: values, in the units the run's metrics use, NaN
+    for a label the run's metrics leave out, a missing reading: scored and fitted without it) or
     ``survival`` (outputs: (N,) risks in the space they are blended in, as ``blend_outputs`` maps them; labels:
     (N, 2) time and event);
     ``labels``, ``model`` and ``baseline`` map ``val`` and ``test`` to the split's labels and each member's outputs;
@@ -94,7 +95,8 @@ class PredictorData:
     ``outputs``, for a regression whose model has more named outputs than the one the choice is made on (a RUL
     forecast's horizon): ``{"labels", "model", "baseline"}``, each mapping ``val`` and ``test`` to (N, K) values of
     every output, from which a baseline or blend predictor's intervals are fitted (None: ``labels``, ``model`` and
-    ``baseline`` are every output)."""
+    ``baseline`` are every output, (N, K) or (N, K, ...) with the further axes, a forecast's sensors, as more
+    rows)."""
 
     task: str
     labels: dict[str, Any]
