@@ -50,7 +50,7 @@ class ImplausibleRow(HubError):
     """A measured row that cannot be right, such as a training step faster than the machine's GEMM peak."""
 
 
-INFO_TAG = "vit_digits.sklearn"  # the quickstart's tag
+INFO_TAG = "vit_digits.sklearn"  # the digits tag (the quickstart trains on its data)
 STARTUP_COMMANDS = {"import torch": ["-c", "import torch"], "import hub": ["-c", "import hub"],
                     "attnhub list": ["-m", "hub", "list"], f"attnhub info {INFO_TAG}": ["-m", "hub", "info", INFO_TAG],
                     "attnhub --help": ["-m", "hub", "--help"]}

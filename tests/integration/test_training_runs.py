@@ -301,14 +301,14 @@ def test_lookahead_run_checkpoints_its_slow_weights(repo, tmp_path):
 
 @pytest.mark.slow
 def test_quickstart_in_full_learns_the_digits_and_says_how_long_it_took(tmp_path, capsys):
-    """The README's first command in full (60 epochs on one thread, trainer.num_threads: 39 s on a busy CPU): seed 0
-    tested 0.972 (seeds 1 and 2: 0.950, 0.947; the tag's 150-epoch recipe 0.976 ± 0.011), then the wall time is
-    printed."""
+    """The README's first command in full (cct_digits, 60 epochs on one thread, trainer.num_threads: 52-56 s fitting
+    on a busy CPU): seed 0 tested 0.967 (seeds 1 and 2: 0.978, 0.972; the tag's 150-epoch recipe 0.976 ± 0.011),
+    then the wall time is printed."""
     assert main(["train", "recipes/quickstart.yaml", "--output-dir", str(tmp_path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     run = Path(out.split("run folder: ")[1].split()[0])
     summary = json.loads((run / "metrics.json").read_text())
-    assert summary["test"]["test/acc"] >= 0.94 and f"test/acc: {summary['test']['test/acc']:.4f}" in out
+    assert summary["test"]["test/acc"] >= 0.96 and f"test/acc: {summary['test']['test/acc']:.4f}" in out
     assert summary["final"]["epoch"] == 59 and 0 < summary["fit_seconds"]
     assert f"s ({summary['fit_seconds']:.1f} s fitting, to epoch 60;" in out
 

@@ -17,7 +17,8 @@ def test_family_recipes_prefer_cpu_then_gpu_then_a_sibling_family(repo, tmp_path
         (tmp_path / f"{name}.yaml").write_text("model: {name: vit_digits}\n")
     assert family_recipes(tmp_path, ["vit_digits"]) == {"vit_digits": (tmp_path / "b.yaml", "own CPU recipe")}
     recipes = family_recipes(repo / "recipes", list_models())
-    assert recipes["vit_digits"] == (repo / "recipes" / "quickstart.yaml", "own CPU recipe")
+    assert recipes["vit_digits"] == (repo / "recipes" / "vision" / "vit_digits_sklearn.yaml", "own CPU recipe")
+    assert recipes["cct_digits"] == (repo / "recipes" / "quickstart.yaml", "own CPU recipe")
     assert recipes["vit_tiny_patch4_32"] == (repo / "recipes/vision/vit_tiny_cifar10_gpu.yaml", "own GPU recipe, fp32")
     assert recipes["ast_base"] == (repo / "recipes/audio/ast_tiny_fsdd.yaml", "ast_tiny's recipe")
     from hub.core.registry import get_model_entry
@@ -41,9 +42,9 @@ def test_bench_writes_a_row_with_flops_throughput_and_reference(repo, tmp_path, 
     assert math.isfinite(comparison["speed_ratio"]) and comparison["speed_ratio"] > 0
     assert report["machine"]["gemm_peak_gflop_per_s"] > 0.1 and row["gemm_peak_flop_per_s"] > 1e8
     assert row["train_flop_per_s"] <= row["gemm_peak_flop_per_s"]  # else the builder would have refused the row
-    assert row["recipe"] == "recipes/quickstart.yaml"
+    assert row["recipe"] == "recipes/vision/vit_digits_sklearn.yaml"
     text = (tmp_path / "RESULTS.md").read_text()
-    assert "| vit_digits | quickstart | classification | 136,138 |" in text
+    assert "| vit_digits | vit_digits_sklearn | classification | 136,138 |" in text
     startup = report["machine"]["startup_s"]
     assert list(startup) == ["import torch", "import hub", "attnhub list", "attnhub info vit_digits.sklearn",
                              "attnhub --help"] and all(seconds > 0 for seconds in startup.values())

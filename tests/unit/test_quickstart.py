@@ -1,5 +1,5 @@
-"""The quickstart chain without training: the recipe's schedule beside the tag's, shipped weights -> load ->
-predict from PNG files (the runs, the quickstart in full and a fine-tune: tests/integration/test_training_runs.py)."""
+"""The quickstart chain without training: the recipe's model and schedule beside the digits tag's, shipped weights ->
+load -> predict from PNG files (the runs, the quickstart in full and a fine-tune: tests/integration/test_training_runs.py)."""
 import csv
 
 import numpy as np
@@ -46,12 +46,26 @@ def test_vit_digits_overfits_eight_samples():
     assert_overfits(model, lambda: torch.nn.functional.cross_entropy(model(x), y), steps=80, lr=3e-3)
 
 
-def test_quickstart_takes_a_fifth_of_the_steps_of_the_tags_recipe_which_its_card_names(repo):
+def test_cct_digits_forward_backward_and_overfit():
+    """The quickstart's model: 16 tokens from its convolutional tokenizer, gradients to every parameter, and it
+    overfits eight digits."""
+    torch.manual_seed(0)
+    model = hub.create_model("cct_digits")
+    x, y = torch.randn(8, 1, 8, 8), torch.arange(8)
+    out = model(x)
+    assert out.shape == (8, 10) and torch.isfinite(out).all()
+    out.sum().backward()
+    assert not params_without_grad(model)
+    assert model.forward_features(x).shape == (8, 16, 64)
+    assert_overfits(model, lambda: torch.nn.functional.cross_entropy(model(x), y), steps=80, lr=3e-3)
+
+
+def test_quickstart_takes_a_fifth_of_the_steps_of_the_digits_tags_recipe(repo):
     """The quickstart's claims that hold without training (its accuracy and wall time are checked by
-    tests/integration/test_training_runs.py): a fifth of the optimiser steps of the tag's 150-epoch recipe, 6
-    validations instead of 150, the last of them on the tested last epoch, whose weights are an average; and the
-    file that the card of vit_digits.sklearn names (what ``attnhub reproduce`` trains) is the recipe it was trained
-    with."""
+    tests/integration/test_training_runs.py): on the digits tag's data, a fifth of the optimiser steps of the tag's
+    150-epoch recipe, 6 validations instead of 150, the last of them on the tested last epoch, whose weights are an
+    average; and the file that the card of vit_digits.sklearn names (what ``attnhub reproduce`` trains) is the recipe
+    it was trained with."""
     import math
 
     from hub.recipe import Recipe, load_recipe
@@ -68,7 +82,7 @@ def test_quickstart_takes_a_fifth_of_the_steps_of_the_tags_recipe_which_its_card
     assert validations == [150, 6] and quick.trainer.max_epochs % quick.trainer.check_val_every_n_epoch == 0
     assert quick.trainer.test_checkpoint == "last" and quick.trainer.ema_decay is not None
     assert quick.trainer.num_threads == 1 and tag.trainer.num_threads is None  # the card's recipe as it was
-    assert quick.model.name == tag.model.name and quick.data.name == tag.data.name
+    assert (quick.model.name, tag.model.name) == ("cct_digits", "vit_digits") and quick.data.name == tag.data.name
     assert tag.to_dict() == {**Recipe.model_validate(card.recipe["resolved"]).to_dict(), "name": tag.name}
 
 

@@ -80,3 +80,11 @@ def cct_7_3x1_32(num_classes: int = 10, in_chans: int = 3, img_size: int = 32,
     """CCT-7/3x1 for 32x32 images: one 3x3 convolution (256 channels; 256 tokens), 7 layers of width 256, 4 heads,
     MLP ratio 2 (4.3M parameters with the attention pooling; the paper's: 3.8M): its CIFAR-10 model, for GPU."""
     return _create_cct(num_classes, in_chans, img_size, 7, 256, 4, 2.0, (256,), drop_path_rate)
+
+
+@register_model(task="image-classification")
+def cct_digits(num_classes: int = 10, in_chans: int = 1, img_size: int = 8,
+               drop_path_rate: float = 0.0) -> VisionTransformer:
+    """CCT for 8x8 grey digits: one 3x3 convolution (64 channels) and its max-pool (16 tokens), 2 layers of width
+    64, 2 heads, MLP ratio 2."""
+    return _create_cct(num_classes, in_chans, img_size, 2, 64, 2, 2.0, (64,), drop_path_rate)
