@@ -2,9 +2,9 @@
 the data at a path, or a bare family is trained from its domain's default recipe; the run's test metrics are then
 set against the input kind's classical baseline fitted on the same split (HistGradientBoosting for tables, ...), and
 the comparison is kept in the run's ``metrics.json`` with the baseline's predictions beside it. Where the kind's
-baseline can predict (tables, survival tables, RUL sensor units, image and audio folders), the run's predictor is
-then chosen on the validation split among the model, the baseline and their blend (:mod:`hub.predictor`,
-``--predictor``), and the fitted baseline is saved in the run folder.
+baseline can predict (tables, survival tables, RUL sensor units, traffic folders, image and audio folders, ICU
+stays), the run's predictor is then chosen on the validation split among the model, the baseline and their blend
+(:mod:`hub.predictor`, ``--predictor``), and the fitted baseline is saved in the run folder.
 
 From a pretrained tag, ``--policy auto`` picks its candidates by the size of the training split (:data:`AUTO_RULE`),
 counted once before training (:func:`count_training_data`): a classifier's linear probe, LP-FT and

@@ -86,7 +86,8 @@ class PredictorData:
     """What choosing a run's predictor needs (:mod:`hub.predictor`), from a kind whose baseline can predict.
 
     ``task``: ``classification`` (outputs: (N, C) probabilities, the model's calibrated as ``predict`` gives them;
-    labels: class indices), ``regression`` (outputs and labels: values, in the units the run's metrics use) or
+    labels: class indices), ``regression`` (outputs and labels: values, in the units the run's metrics use, NaN
+    for a label the run's metrics leave out, a missing reading: scored and fitted without it) or
     ``survival`` (outputs: (N,) risks in the space they are blended in, as ``blend_outputs`` maps them; labels:
     (N, 2) time and event);
     ``labels``, ``model`` and ``baseline`` map ``val`` and ``test`` to the split's labels and each member's outputs;
@@ -94,7 +95,8 @@ class PredictorData:
     ``outputs``, for a regression whose model has more named outputs than the one the choice is made on (a RUL
     forecast's horizon): ``{"labels", "model", "baseline"}``, each mapping ``val`` and ``test`` to (N, K) values of
     every output, from which a baseline or blend predictor's intervals are fitted (None: ``labels``, ``model`` and
-    ``baseline`` are every output)."""
+    ``baseline`` are every output, (N, K) or (N, K, ...) with the further axes, a forecast's sensors, as more
+    rows)."""
 
     task: str
     labels: dict[str, Any]
@@ -271,18 +273,22 @@ def register_kind(cls: type[InputKind]) -> type[InputKind]:
 def predict_per_file(model, paths: Iterable[str], read: Callable[[str], Any],
                      batch_size: int) -> Iterator[tuple[list[str], Any]]:
     """Yield ``(names, model(inputs))`` ``batch_size`` files at a time, for kinds with one input per file:
-    ``read(path)`` gives the file's model input (a tensor of the same shape for every file), stacked on dim 0."""
-    import torch
+    ``read(path)`` gives the file's model input, a tensor of the same shape for every file or a dict of the model's
+    keyword inputs (such tensors), stacked on dim 0 (``torch.utils.data.default_collate``; a dict is passed as
+    ``model(**batch)``)."""
+    from torch.utils.data import default_collate
+
+    from hub.tasks import call_model
 
     names, inputs = [], []
     for path in paths:
         names.append(str(path))
         inputs.append(read(path))
         if len(names) == batch_size:
-            yield names, model(torch.stack(inputs))
+            yield names, call_model(model, default_collate(inputs))
             names, inputs = [], []
     if names:
-        yield names, model(torch.stack(inputs))
+        yield names, call_model(model, default_collate(inputs))
 
 
 def batch_axes(inputs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[int, str]]]:

@@ -58,8 +58,9 @@ def selection_metric(task: str) -> tuple[str, bool]:
 def scores(task: str, labels, outputs) -> dict[str, float]:
     """Metrics of ``outputs`` against ``labels``: classification (``outputs`` (N, C) probabilities, ``labels`` (N,)
     class indices): ``acc``, and ``auroc`` for two classes or macro ``f1`` for more; regression (values (N,) or
-    (N, K)): ``rmse`` and ``mae``; survival (risks (N,), higher for an earlier event; ``labels`` (N, 2): time and
-    event): ``cindex``, Harrell's C."""
+    (N, K, ...)): ``rmse`` and ``mae`` over the labels that are not NaN (NaN: a missing reading, as a traffic
+    target's, which the run's masked metrics leave out too; NaN when every label is); survival (risks (N,), higher
+    for an earlier event; ``labels`` (N, 2): time and event): ``cindex``, Harrell's C."""
     from sklearn.metrics import f1_score, roc_auc_score
 
     labels, outputs = np.asarray(labels), np.asarray(outputs, dtype=np.float64)
@@ -69,7 +70,11 @@ def scores(task: str, labels, outputs) -> dict[str, float]:
         return {"cindex": float(concordance_index_censored(labels[:, 1].astype(bool), labels[:, 0].astype(np.float64),
                                                            outputs.reshape(len(labels)))[0])}
     if selection_metric(task)[0] == "rmse":
-        error = outputs.reshape(len(labels), -1) - labels.reshape(len(labels), -1)
+        labels = labels.reshape(len(labels), -1).astype(np.float64)
+        kept = ~np.isnan(labels)  # a NaN label is a missing reading, left out (a NaN output is not: it scores NaN)
+        error = outputs.reshape(labels.shape)[kept] - labels[kept]
+        if error.size == 0:
+            return {"rmse": float("nan"), "mae": float("nan")}
         return {"rmse": float(np.sqrt(np.mean(error ** 2))), "mae": float(np.mean(np.abs(error)))}
     predicted = outputs.argmax(1)
     out = {"acc": float(np.mean(predicted == labels))}

@@ -15,7 +15,11 @@ rebuilds the split) and scored on its test split under the run's own metric name
   values, the number of hours with an observation: 48 times one minus the missing share, the same feature up to
   sign after the quantile scaling) and the run's admission descriptors; missing summaries at the training mean,
   then every feature mapped to a normal distribution by its training quantiles (robust to the outliers of raw lab
-  values), a ridge penalty ``C=0.1``; ``test/auroc``, ``test/auprc`` and ``test/acc``.
+  values), a ridge penalty ``C=0.1``; ``test/auroc``, ``test/auprc`` and ``test/acc``. With the run's model, also the
+  :class:`~hub.kinds.PredictorData` of both (class probabilities, the model's with its card's temperature, on the
+  validation and test stays); the fitted pipeline is kept as ``baseline.skops`` (:data:`ICU_BASELINE_FILE`), read
+  back only through :data:`ICU_TRUSTED_TYPES`, and predicts a record file from the same features
+  (:func:`logistic_regression_outputs`).
 """
 from __future__ import annotations
 
@@ -26,8 +30,8 @@ import numpy as np
 
 from hub.errors import HubError
 from hub.kinds import BaselineResult, PredictorData
-from hub.predictor import model_outputs, rank_scores, save_arrays
-from medical.icu_data import summary_features
+from hub.predictor import blend_of, load_skops, model_outputs, probabilities, rank_scores, save_arrays, save_skops
+from medical.icu_data import read_record, stay_arrays, summary_features
 from medical.survival_metrics import harrell_c, survival_array, uno_c
 
 COXPH_RIDGE = 0.1  # scikit-survival's alpha: 0.05 * |w|^2 against a partial log-likelihood summed over patients
@@ -37,6 +41,10 @@ COX_FILE = "baseline.safetensors"
 # references)
 COX_ARRAYS = ("coef", "baseline_time", "cum_baseline_hazard", "baseline_survival", "model_reference",
               "baseline_reference")
+ICU_BASELINE_FILE = "baseline.skops"
+# the one type of the ICU pipeline (SimpleImputer, QuantileTransformer, LogisticRegression) that skops does not trust
+# by default: the imputer's fitted dtype; loading a file that holds any other is refused
+ICU_TRUSTED_TYPES = ("numpy.dtype",)
 
 
 def _run_data(run_dir):
@@ -118,10 +126,21 @@ def coxph_on_run_split(run_dir) -> BaselineResult:
     return coxph_baseline(_run_data(run_dir)[0], model=load(str(run_dir)))
 
 
-def logistic_regression_baseline(datamodule, seed: int = 0) -> BaselineResult:
+def stay_features(means: np.ndarray, static_raw: np.ndarray, stats: dict) -> np.ndarray:
+    """The logistic regression's features of stays: the summaries of their hourly grids
+    (:func:`medical.icu_data.summary_features`: last, mean, min, max and count of each variable) and their admission
+    descriptors standardised with the run's training ``stats`` (the ``static`` of
+    :func:`medical.icu_data.stay_arrays`: a card's ``input_spec`` holds them). Shapes: (N, T, F), (N, 5) ->
+    (N, 5F + 9)."""
+    summaries = summary_features(means, static_raw)[:, :5 * means.shape[2]]  # (N, 5F): the raw descriptors left out
+    return np.concatenate([summaries, stay_arrays(means, static_raw, stats)["static"]], 1)
+
+
+def logistic_regression_baseline(datamodule, seed: int = 0, model=None) -> BaselineResult:
     """The logistic regression of the module docstring, fitted on the training split of a set-up
     :class:`medical.icu_data.IcuStaysData` (PhysioNet 2012 set A or a user's stays); its predictions: record id, true
-    and predicted outcome, probabilities."""
+    and predicted outcome, probabilities. With ``model`` (the run's, loaded), also the predictor data of both
+    (:func:`icu_predictor_data`)."""
     from sklearn.impute import SimpleImputer
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, average_precision_score, roc_auc_score
@@ -129,18 +148,14 @@ def logistic_regression_baseline(datamodule, seed: int = 0) -> BaselineResult:
     from sklearn.preprocessing import QuantileTransformer
 
     grids = datamodule.grids
-    summaries = summary_features(grids["means"], grids["static_raw"])[:, :5 * grids["means"].shape[2]]  # (N, 5F)
-
-    def features(part: str) -> np.ndarray:  # summaries and the run's admission descriptors (one-hot ICU type)
-        return np.concatenate([summaries[datamodule.split_index[part]],
-                               getattr(datamodule, f"{part}_set").static.numpy()], 1)
-
+    features = stay_features(grids["means"], grids["static_raw"], datamodule.input_spec)  # (N, 5F + 9)
+    x = {part: features[index] for part, index in datamodule.split_index.items()}
     y, y_test = (getattr(datamodule, f"{part}_set").y.numpy() for part in ("train", "test"))
-    model = make_pipeline(SimpleImputer(keep_empty_features=True),
-                          QuantileTransformer(n_quantiles=min(200, len(y)), output_distribution="normal",
-                                              random_state=seed),
-                          LogisticRegression(C=0.1, max_iter=2000, random_state=seed))
-    proba = model.fit(features("train"), y).predict_proba(features("test"))  # (N, 2)
+    pipeline = make_pipeline(SimpleImputer(keep_empty_features=True),
+                             QuantileTransformer(n_quantiles=min(200, len(y)), output_distribution="normal",
+                                                 random_state=seed),
+                             LogisticRegression(C=0.1, max_iter=2000, random_state=seed))
+    proba = pipeline.fit(x["train"], y).predict_proba(x["test"])  # (N, 2)
     metrics = {"test/auroc": float(roc_auc_score(y_test, proba[:, 1])),
                "test/auprc": float(average_precision_score(y_test, proba[:, 1])),
                "test/acc": float(accuracy_score(y_test, proba.argmax(1)))}
@@ -148,9 +163,42 @@ def logistic_regression_baseline(datamodule, seed: int = 0) -> BaselineResult:
     predictions = {"id": grids["ids"][datamodule.split_index["test"]].tolist(), "target": labels[y_test].tolist(),
                    "prediction": labels[proba.argmax(1)].tolist(),
                    **{f"proba_{name}": proba[:, i].tolist() for i, name in enumerate(labels)}}
-    return BaselineResult("LogisticRegression", metrics, predictions)
+    result = BaselineResult("LogisticRegression", metrics, predictions)
+    if model is None:
+        return result
+    return dataclasses.replace(result, predictor=icu_predictor_data(datamodule, model, pipeline, x))
+
+
+def icu_predictor_data(datamodule, model, pipeline, x: dict[str, np.ndarray]) -> PredictorData:
+    """The validation and test labels and class probabilities (N, 2) of the run's ``model`` (with its card's
+    temperature, as ``predict`` gives them) and of the fitted ``pipeline`` on the stays' features ``x`` (by split),
+    and how to save the pipeline into a run folder (:data:`ICU_BASELINE_FILE`)."""
+    splits = {part: getattr(datamodule, f"{part}_set") for part in ("val", "test")}
+    return PredictorData(
+        task="classification", labels={k: d.y.numpy() for k, d in splits.items()},
+        model={k: probabilities(model, model_outputs(model, d)) for k, d in splits.items()},
+        baseline={k: pipeline.predict_proba(x[k]) for k in splits},
+        save=lambda run_dir: save_skops(pipeline, Path(run_dir) / ICU_BASELINE_FILE))
+
+
+def logistic_regression_outputs(card, path: str) -> np.ndarray:
+    """The class probabilities of the pipeline kept with ``card`` (its predictor's baseline file, sha256 and types
+    checked) for the record file at ``path`` (:func:`medical.icu_data.read_record` of the card's variables and
+    hours), from the features it was fitted on (:func:`stay_features` with the card's training statistics).
+    Shapes: -> (1, 2)."""
+    found = blend_of(card)
+    if found is None:
+        raise HubError(f"the card of {card.name} predicts with its model; it keeps no logistic regression")
+    _, file, sha256 = found
+    pipeline = load_skops(file, sha256, ICU_TRUSTED_TYPES)
+    spec = card.input_spec
+    means, static_raw = read_record(path, list(spec["variables"]), spec["hours"])
+    return pipeline.predict_proba(stay_features(means[None], static_raw[None], spec))
 
 
 def logistic_regression_on_run_split(run_dir) -> BaselineResult:
-    """:func:`logistic_regression_baseline` on the split of ``run_dir``."""
-    return logistic_regression_baseline(*_run_data(run_dir))
+    """:func:`logistic_regression_baseline` on the split of ``run_dir``, with the predictor data of it and the run's
+    model (its best weights)."""
+    from hub.models import load
+
+    return logistic_regression_baseline(*_run_data(run_dir), model=load(str(run_dir)))

@@ -1,7 +1,8 @@
 """The medical input kinds: ``survival_table`` (a CSV of patients for the survival models; the default recipe of the
 ``survival`` families on a user's table, CoxPH beside them) and ``icu_stays`` (PhysioNet 2012 style stays: the default
-recipe of the ICU families on a user's folder of records, explained by TFCAM's attention; a logistic regression on
-per-variable summaries beside them).
+recipe of the ICU families on a user's folder of records, predicted from record files, explained by TFCAM's
+attention; a logistic regression on per-variable summaries beside them, which can be the run's predictor or blended
+with the model).
 
 >>> SurvivalTableKind().default_recipe("deepsurv_mlp", "my.csv", time="week", event="arrest").data.args
 {'path': 'my.csv', 'time_col': 'week', 'event_col': 'arrest', 'gene_cols': [], 'batch_size': 512}
@@ -18,7 +19,17 @@ import torch
 
 from hub.data import read_csv_frame, row_numbers
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputKind, KindOption, KindSpec, OODProfile, batch_axes, register_kind
+from hub.kinds import (
+    BaselineResult,
+    InputForm,
+    InputKind,
+    KindOption,
+    KindSpec,
+    OODProfile,
+    batch_axes,
+    predict_per_file,
+    register_kind,
+)
 from hub.predictor import blend_of, load_arrays
 from hub.recipe import (
     DataSection,
@@ -29,7 +40,14 @@ from hub.recipe import (
     recipe_file,
     scratch_recipe,
 )
-from medical.baselines import COX_ARRAYS, cox_risk, coxph_on_run_split, logistic_regression_on_run_split, ranked_blend
+from medical.baselines import (
+    COX_ARRAYS,
+    cox_risk,
+    coxph_on_run_split,
+    logistic_regression_on_run_split,
+    logistic_regression_outputs,
+    ranked_blend,
+)
 from medical.explain import explain_stays
 from medical.icu_data import read_record, stay_arrays
 from medical.io import clinical_columns, survival_features, survival_inputs
@@ -212,9 +230,14 @@ ICU_MONITOR = "val/loss"
 @register_kind
 class IcuStaysKind(InputKind):
     """ICU stays held as PhysioNet 2012 holds them (a folder of ``<RecordID>.txt`` records and an outcomes CSV:
-    :func:`medical.icu_data.icu_stays_folder`); explained by TFCAM's attention over the card's test stays."""
+    :func:`medical.icu_data.icu_stays_folder`); predicted one record file at a time (:meth:`predict`), explained by
+    TFCAM's attention over the card's test stays. The baseline, a logistic regression on stay summaries
+    (:mod:`medical.baselines`), is kept in a run folder as ``baseline.skops``, and ``finetune --predictor`` chooses
+    among the model, it and their linear blend of class probabilities; a baseline or blend predictor is not exported
+    (``attnhub export --model-only`` exports the network)."""
 
     name, domain, Spec = "icu_stays", "medical", IcuStaysSpec
+    input_form = InputForm.FILE_EACH  # one stay per record file: serve batches requests into one model call
     tasks = ("classification",)  # the task of the ICU families, tfcam and icu_gru (the other domains name theirs)
     options = (
         KindOption("outcomes", "ICU stays: the outcomes CSV with RecordID and the label column, in the folder or a "
@@ -275,5 +298,18 @@ class IcuStaysKind(InputKind):
                            "mask": torch.rand(shape, generator=generator) < 0.3,
                            "static": torch.randn(size, card.model_args["num_static"], generator=generator)})
 
+    def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+        """``attnhub predict tfcam.physionet2012 132539.txt 132540.txt``: the logits (B, 2) of each record file
+        (``set-a/<id>.txt``), named by its path, read by :meth:`transform` and batched as the model's keyword inputs;
+        a file that is not a PhysioNet 2012 record raises naming it."""
+        return predict_per_file(model, paths, self.transform(card), batch_size)
+
     def baseline(self, run_dir) -> BaselineResult:
         return logistic_regression_on_run_split(run_dir)
+
+    def baseline_outputs(self, card, path: str) -> np.ndarray:
+        """The kept logistic regression's class probabilities (1, 2) for the record file at ``path``, from the
+        summaries of its hourly grid and its admission descriptors standardised with the card's training statistics,
+        as in training (:func:`medical.baselines.logistic_regression_outputs`; ``baseline.skops``, sha256 and types
+        checked)."""
+        return logistic_regression_outputs(card, path)

@@ -10,7 +10,13 @@
 * Traffic: the last value (the last reading of the input window, carried over every output step) and the
   historical average (the mean of the training speeds at the same time of day). The one with the lower masked MAE
   over all steps on the validation split (the task's ``val/mae``) is the baseline; the other's test metrics are
-  kept beside it under its name (``historical average test/mae``, ...).
+  kept beside it under its name (``historical average test/mae``, ...). With the run's model, also the
+  :class:`~hub.kinds.PredictorData` from which ``finetune`` chooses the run's predictor, on every output step of
+  every sensor of the validation windows, in mph, with missing readings (zero speeds) as NaN labels, left out as
+  the task's masked metrics leave them (its RMSE is the choice's metric). The time-of-day profile and which of the
+  two forecasts is kept are saved as ``baseline.safetensors`` (:data:`TRAFFIC_ARRAYS`);
+  ``predict`` forecasts from a speeds file's last input window and the slots of the day after its last row
+  (:func:`kept_traffic_forecast`).
 """
 from __future__ import annotations
 
@@ -22,13 +28,24 @@ import torch
 
 from hub.errors import HubError
 from hub.kinds import BaselineResult, PredictorData
-from hub.predictor import HIST_GRADIENT_BOOSTING_TYPES, blend_of, load_skops, model_outputs, save_skops
+from hub.predictor import (
+    HIST_GRADIENT_BOOSTING_TYPES,
+    blend_of,
+    load_arrays,
+    load_skops,
+    model_outputs,
+    save_arrays,
+    save_skops,
+)
 from timeseries.data import RULWindowData, TrafficSeriesData
 from timeseries.tasks import TrafficForecastTask, masked_mae, nasa_score_terms
 
 RUL_BASELINE = "HistGradientBoosting on window statistics"
 RUL_FILE = "baseline.skops"
 TRUSTED_TYPES = HIST_GRADIENT_BOOSTING_TYPES  # a kept regressor holding any other type is refused
+TRAFFIC_FILE = "baseline.safetensors"
+TRAFFIC_METHODS = ("historical_average", "last_value")  # the kept ``method`` indexes these
+TRAFFIC_ARRAYS = ("profile", "method")  # the time-of-day profile (steps per day, N), the method's index (1,)
 
 
 def _run_data(run_dir):
@@ -118,27 +135,57 @@ def rul_baseline_on_run_split(run_dir) -> BaselineResult:
     return rul_baseline(*_run_data(run_dir), model=load(str(run_dir)))
 
 
-def baseline_forecasts(data: TrafficSeriesData, split: str = "test") -> dict[str, np.ndarray]:
-    """Historical average (the mean of the training speeds' readings at the same time of day; a sensor's training
-    mean where a slot has none) and last value (the last reading of the input window; the historical average where
-    the window has none). Zero speeds are missing readings, left out of both.
+def time_of_day_profile(speed: np.ndarray, slots: np.ndarray, steps_per_day: int) -> np.ndarray:
+    """The historical average's fitted state: per slot of the day and sensor, the mean of the readings ``speed``
+    (T, N) (zero speeds are missing readings, left out) at ``slots`` (T,), each in ``[0, steps_per_day)``; a
+    sensor's mean over every slot where a slot has no reading.
+
+    Shapes: (T, N), (T,) -> (steps_per_day, N).
+
+    >>> time_of_day_profile(np.array([[2.0], [4.0], [0.0], [6.0]]), np.array([0, 1, 0, 1]), 3).tolist()
+    [[2.0], [5.0], [4.0]]
+    """
+    speed = speed.astype(np.float64)
+    sums, counts = np.zeros((2, steps_per_day, speed.shape[1]))
+    np.add.at(sums, slots, speed)
+    np.add.at(counts, slots, speed != 0)
+    overall = speed.sum(0) / np.maximum((speed != 0).sum(0), 1)  # (N,)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), overall)
+
+
+def profile_forecasts(profile: np.ndarray, inputs: np.ndarray, slots: np.ndarray) -> dict[str, np.ndarray]:
+    """Historical average (the ``profile`` at the slots of the forecast steps) and last value (the last reading of
+    the input window; the historical average where the window has none) of raw input windows, zero speeds being
+    missing readings.
+
+    Shapes: profile (steps per day, N), inputs (S, T_in, N) mph, slots (S, T_out) ->
+    {"historical_average": (S, T_out, N), "last_value": (S, T_out, N)}.
+    """
+    historical = profile[slots]  # (S, T_out, N)
+    seen = inputs != 0
+    last_seen = inputs.shape[1] - 1 - seen[:, ::-1].argmax(1)  # (S, N)
+    last = np.where(seen.any(1), np.take_along_axis(inputs, last_seen[:, None], 1)[:, 0], historical[:, 0])
+    return {"historical_average": historical,
+            "last_value": np.repeat(last[:, None].astype(np.float64), slots.shape[1], axis=1)}
+
+
+def training_profile(data: TrafficSeriesData) -> np.ndarray:
+    """:func:`time_of_day_profile` of the speeds seen as inputs of the training samples of a set-up traffic data
+    module: (steps per day, N)."""
+    train_end = data.splits["train"][0][-1, data.input_steps - 1] + 1
+    return time_of_day_profile(data.speed[:train_end], data.time_slot[:train_end], data.steps_per_day)
+
+
+def baseline_forecasts(data: TrafficSeriesData, split: str = "test",
+                       profile: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """:func:`profile_forecasts` of a split's windows, from the :func:`training_profile` (or ``profile``).
 
     Shapes: -> {"historical_average": (S, T_out, N), "last_value": (S, T_out, N)}.
     """
     window, _ = data.splits[split]
-    train_end = data.splits["train"][0][-1, data.input_steps - 1] + 1
-    speed, slots = data.speed[:train_end].astype(np.float64), data.time_slot[:train_end]
-    sums, counts = np.zeros((2, data.steps_per_day, speed.shape[1]))
-    np.add.at(sums, slots, speed)
-    np.add.at(counts, slots, speed != 0)
-    overall = speed.sum(0) / np.maximum((speed != 0).sum(0), 1)  # (N,)
-    profile = np.where(counts > 0, sums / np.maximum(counts, 1), overall)  # (steps per day, N)
-    historical = profile[data.time_slot[window[:, data.input_steps:]]]  # (S, T_out, N)
-    inputs = data.speed[window[:, :data.input_steps]]  # (S, T_in, N)
-    seen = inputs != 0
-    last_seen = data.input_steps - 1 - seen[:, ::-1].argmax(1)  # (S, N)
-    last = np.where(seen.any(1), np.take_along_axis(inputs, last_seen[:, None], 1)[:, 0], historical[:, 0])
-    return {"historical_average": historical, "last_value": np.repeat(last[:, None], data.output_steps, axis=1)}
+    profile = training_profile(data) if profile is None else profile
+    return profile_forecasts(profile, data.speed[window[:, :data.input_steps]],
+                             data.time_slot[window[:, data.input_steps:]])
 
 
 def forecast_metrics(forecast: np.ndarray, target: np.ndarray, stage: str = "test") -> dict[str, float]:
@@ -149,29 +196,69 @@ def forecast_metrics(forecast: np.ndarray, target: np.ndarray, stage: str = "tes
     return {f"{stage}/{k}": float(v) for k, v in metrics.compute().items()}
 
 
-def traffic_baseline(data: TrafficSeriesData) -> BaselineResult:
+def traffic_baseline(data: TrafficSeriesData, model=None) -> BaselineResult:
     """Last value or historical average, whichever has the lower validation MAE (see the module doc), on the test
     split of a set-up traffic data module; predictions per test sample and sensor: the data row of the first
-    forecast step (1-based), the sensor, and the forecast of each output step."""
-    val = baseline_forecasts(data, "val")
+    forecast step (1-based), the sensor, and the forecast of each output step. With ``model`` (the run's, loaded),
+    also the predictor data of both (:func:`traffic_predictor_data`)."""
+    profile = training_profile(data)
+    forecasts = {split: baseline_forecasts(data, split, profile) for split in ("val", "test")}
     val_target = torch.as_tensor(data.splits["val"][1], dtype=torch.float64)
-    val_mae = {k: float(masked_mae(torch.as_tensor(v), val_target)) for k, v in val.items()}
+    val_mae = {k: float(masked_mae(torch.as_tensor(v), val_target)) for k, v in forecasts["val"].items()}
     chosen = min(val_mae, key=val_mae.get)
     window, target = data.splits["test"]
-    forecasts = baseline_forecasts(data, "test")
-    metrics = forecast_metrics(forecasts[chosen], target)
-    for other in (k for k in forecasts if k != chosen):
-        metrics.update({f"{other.replace('_', ' ')} {k}": v for k, v in forecast_metrics(forecasts[other],
-                                                                                        target).items()})
+    metrics = forecast_metrics(forecasts["test"][chosen], target)
+    for other in (k for k in forecasts["test"] if k != chosen):
+        metrics.update({f"{other.replace('_', ' ')} {k}": v
+                        for k, v in forecast_metrics(forecasts["test"][other], target).items()})
     samples, _, num_nodes = target.shape
     sensors = data.input_spec.get("sensors") or [str(i) for i in range(num_nodes)]
-    rows = forecasts[chosen].transpose(0, 2, 1).reshape(samples * num_nodes, -1)  # (S N, T_out)
+    rows = forecasts["test"][chosen].transpose(0, 2, 1).reshape(samples * num_nodes, -1)  # (S N, T_out)
     predictions = {"row": np.repeat(window[:, data.input_steps] + 1, num_nodes).tolist(),
                    "sensor": sensors * samples,
                    **{name: rows[:, i].round(4).tolist() for i, name in enumerate(data.output_names)}}
-    return BaselineResult(chosen.replace("_", " "), metrics, predictions)
+    result = BaselineResult(chosen.replace("_", " "), metrics, predictions)
+    if model is None:
+        return result
+    theirs = {split: f[chosen] for split, f in forecasts.items()}
+    return dataclasses.replace(result, predictor=traffic_predictor_data(data, model, profile, chosen, theirs))
+
+
+def traffic_predictor_data(data: TrafficSeriesData, model, profile: np.ndarray, chosen: str,
+                           forecasts: dict[str, np.ndarray]) -> PredictorData:
+    """The validation and test targets in mph, NaN where a reading is missing (the task's ``missing_target``, which
+    its masked metrics leave out; so does the choice), the run's ``model``'s forecast and the baseline's
+    (``forecasts``, split -> (S, T_out, N)), every output step of every sensor; saving keeps the ``profile`` and
+    which forecast ``chosen`` is (:data:`TRAFFIC_ARRAYS`) as :data:`TRAFFIC_FILE`."""
+    splits = {"val": data.val_set, "test": data.test_set}
+    targets = {k: data.splits[k][1].astype(np.float64) for k in splits}  # (S, T_out, N)
+    labels = {k: np.where(y == TrafficForecastTask.missing_target, np.nan, y) for k, y in targets.items()}
+    state = {"profile": profile, "method": np.array([TRAFFIC_METHODS.index(chosen)], dtype=np.int64)}
+    ours = {k: model_outputs(model, d) for k, d in splits.items()}  # (S, T_out, N) mph
+    return PredictorData(task="regression", labels=labels, model=ours, baseline=forecasts,
+                         save=lambda run_dir: save_arrays(state, Path(run_dir) / TRAFFIC_FILE))
+
+
+def kept_traffic_forecast(card, speed: np.ndarray, time_of_day: float, output_steps: int) -> np.ndarray:
+    """The forecast of the baseline kept with ``card`` (its predictor's baseline file; sha256 checked) from the
+    raw speeds of one input window, whose last step is at ``time_of_day`` (in [0, 1)): the forecast steps follow it,
+    one slot of the kept profile each.
+
+    Shapes: speed (T_in, N) mph, 0 for a missing reading -> (output_steps, N) mph."""
+    found = blend_of(card)
+    if found is None:
+        raise HubError(f"the card of {card.name} predicts with its model; it keeps no baseline")
+    _, path, sha256 = found
+    arrays = load_arrays(path, sha256, TRAFFIC_ARRAYS)
+    profile, method = arrays["profile"], TRAFFIC_METHODS[int(arrays["method"][0])]
+    last = round(time_of_day * len(profile)) % len(profile)
+    slots = (last + 1 + np.arange(output_steps)) % len(profile)
+    return profile_forecasts(profile, speed[None].astype(np.float64), slots[None])[method][0]
 
 
 def traffic_baseline_on_run_split(run_dir) -> BaselineResult:
-    """:func:`traffic_baseline` on the split of the run in ``run_dir``."""
-    return traffic_baseline(_run_data(run_dir)[0])
+    """:func:`traffic_baseline` on the split of the run in ``run_dir``, with the predictor data of it and the run's
+    model (the weights it tested)."""
+    from hub.models import load
+
+    return traffic_baseline(_run_data(run_dir)[0], model=load(str(run_dir)))

@@ -1,7 +1,8 @@
 """The time-series input kinds: ``sensor_series`` (one CSV per unit for the RUL models) and ``traffic_series`` (a
 folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU). Each gives the default recipe of
 its families (``attnhub finetune rul_attention --data FOLDER``, from scratch) and the classic baseline of
-:mod:`timeseries.baselines` beside every fine-tuned run.
+:mod:`timeseries.baselines` beside every fine-tuned run, kept as the run's predictor (or blended with the model)
+where it is better on the validation split.
 
 >>> SensorSeriesKind().default_recipe("rul_attention", "units").data.args
 {'root': 'units', 'window': 30, 'horizon': 10, 'rul_cap': 125.0, 'batch_size': 128}
@@ -29,6 +30,7 @@ from hub.kinds import (
 from hub.recipe import DataSection, EarlyStoppingSection, Recipe, recipe_file, scratch_recipe
 from timeseries.baselines import (
     kept_rul_estimator,
+    kept_traffic_forecast,
     rul_baseline_on_run_split,
     rul_forecast,
     traffic_baseline_on_run_split,
@@ -144,10 +146,10 @@ class TrafficSeriesSpec(KindSpec):
     sensors: list[str] | None = None
 
 
-def _traffic_input(card, spec: TrafficSeriesSpec, ids: list[str] | None, speed: np.ndarray, time_of_day: np.ndarray,
-                   source) -> torch.Tensor:
-    """The model's input of the last ``input_steps`` rows of raw speeds (T, N) and their time of day (T,), checked
-    against the card: ``(input_steps, N, 2)``; ``source`` names the speeds in errors."""
+def _recent_rows(card, spec: TrafficSeriesSpec, ids: list[str] | None, speed: np.ndarray, time_of_day: np.ndarray,
+                 source) -> tuple[np.ndarray, np.ndarray]:
+    """The last ``input_steps`` rows of raw speeds (T, N) and their time of day (T,), checked against the card:
+    ``(input_steps, N)`` and ``(input_steps,)``; ``source`` names the speeds in errors."""
     if speed.shape[1] != spec.num_nodes:
         raise DataError(f"{source} has {speed.shape[1]} sensors but {card.name} takes {spec.num_nodes}")
     if spec.sensors is not None and ids is not None and ids != spec.sensors:
@@ -155,12 +157,22 @@ def _traffic_input(card, spec: TrafficSeriesSpec, ids: list[str] | None, speed: 
     if len(speed) < spec.input_steps:
         raise DataError(f"{source} has {len(speed)} rows, fewer than the model's {spec.input_steps} input steps")
     recent = slice(len(speed) - spec.input_steps, None)
-    return torch.from_numpy(traffic_features(speed[recent], time_of_day[recent], spec.mean, spec.std))
+    return speed[recent], time_of_day[recent]
+
+
+def _traffic_input(card, spec: TrafficSeriesSpec, ids: list[str] | None, speed: np.ndarray, time_of_day: np.ndarray,
+                   source) -> torch.Tensor:
+    """The model's input of :func:`_recent_rows`: ``(input_steps, N, 2)``."""
+    recent = _recent_rows(card, spec, ids, speed, time_of_day, source)
+    return torch.from_numpy(traffic_features(*recent, spec.mean, spec.std))
 
 
 @register_kind
 class TrafficSeriesKind(InputKind):
-    """A folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU."""
+    """A folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU. Its baseline (last value
+    or historical average, :mod:`timeseries.baselines`) predicts: a run keeps the better of model, baseline and
+    blend on the validation split (:mod:`hub.predictor`), and ``predict`` forecasts with it (a blend: the weighted
+    mean of both forecasts in mph); the baseline has no exported form (``export --model-only``)."""
 
     name, domain, Spec = "traffic_series", "timeseries", TrafficSeriesSpec
     tasks = ("traffic-forecast",)
@@ -205,6 +217,15 @@ class TrafficSeriesKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return traffic_baseline_on_run_split(run_dir)
+
+    def baseline_outputs(self, card, path: str) -> np.ndarray:
+        """The kept last value or historical average's forecast (:func:`timeseries.baselines.kept_traffic_forecast`)
+        from the speeds file at ``path``'s last input window, read as :meth:`predict` reads it: (N, output_steps) mph,
+        a row per sensor."""
+        spec = self.spec(card)
+        ids, speed, time_of_day = read_speed_csv(path)
+        speed, time_of_day = _recent_rows(card, spec, ids, speed, time_of_day, path)
+        return kept_traffic_forecast(card, speed, float(time_of_day[-1]), spec.output_steps).T
 
     def default_recipe(self, family: str, path: str) -> Recipe:
         """The family's Los-loop recipe (``recipes/timeseries/FAMILY_los_loop.yaml``: 12 steps in and out, batches of

@@ -306,7 +306,9 @@ def predictor_intervals(card, data, chosen: str, weight: float) -> dict[str, Any
 
     Args:
         card: the run's card (its ``calibration["conformal"]``, its ``input_spec`` for the target's units).
-        data: the run's :class:`hub.kinds.PredictorData` (its ``outputs`` where the choice saw one output of several).
+        data: the run's :class:`hub.kinds.PredictorData` (its ``outputs`` where the choice saw one output of several):
+            values (N, K) or (N, K, ...) for the card's K outputs, further axes (a forecast's sensors) as more rows,
+            and NaN labels (missing readings) left out, as :func:`output_residuals` does for the model's.
         chosen: the chosen predictor.
         weight: its weight on the model's outputs.
     """
@@ -316,15 +318,18 @@ def predictor_intervals(card, data, chosen: str, weight: float) -> dict[str, Any
     if data.task != "regression" or chosen == "model" or "half_width" not in conformal:
         return None
     arrays = data.outputs or {"labels": data.labels, "model": data.model, "baseline": data.baseline}
+    count = len(conformal["outputs"])
     pairs = {}
     for split in ("val", "test"):
-        labels = np.asarray(arrays["labels"][split], np.float64).reshape(len(arrays["labels"][split]), -1)
+        labels = np.asarray(arrays["labels"][split], np.float64)
+        if (labels.shape[1] if labels.ndim > 1 else 1) != count:
+            raise HubError(f"the predictor data of {card.name} has outputs of shape {labels.shape[1:]} per item for "
+                           f"the {count} outputs of its intervals {conformal['outputs']}")
         values = blend(np.asarray(arrays["model"][split], np.float64).reshape(labels.shape),
                        np.asarray(arrays["baseline"][split], np.float64).reshape(labels.shape), weight)
-        pairs[split] = [(values[:, j], np.abs(values[:, j] - labels[:, j])) for j in range(labels.shape[1])]
-    if len(pairs["val"]) != len(conformal["outputs"]):
-        raise HubError(f"the predictor data of {card.name} has {len(pairs['val'])} outputs for the "
-                       f"{len(conformal['outputs'])} of its intervals {conformal['outputs']}")
+        labels, values = (_by_output(torch.from_numpy(v), count).numpy() for v in (labels, values))
+        kept = ~np.isnan(labels)  # a NaN label is a missing reading (PredictorData), as the model's fit drops them
+        pairs[split] = [(values[kept[:, j], j], np.abs(values[:, j] - labels[:, j])[kept[:, j]]) for j in range(count)]
     return fit_intervals(pairs["val"], pairs["test"], list(conformal["outputs"]), *target_units(card.input_spec),
                          fitted_on=f"validation split, residuals of the predictor ({chosen})")
 

@@ -3,7 +3,9 @@ the shipped survival_fusion.metabric weight, the risk-group plot and a recipe sm
 from __future__ import annotations
 
 import json
+import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -114,10 +116,41 @@ def test_shipped_tfcam_reproduces_its_card():
 
 
 def test_icu_logistic_regression_baseline_on_a_run_split(tmp_path):
-    """The ICU baseline rebuilds a run's PhysioNet 2012 split from its recipe.yaml; summaries predict mortality."""
-    from medical.baselines import logistic_regression_on_run_split
+    """The ICU baseline on a run's PhysioNet 2012 split, rebuilt from its recipe.yaml (no model: no predictor data);
+    summaries predict mortality."""
+    from hub.recipe import load_recipe
+    from hub.run.train import build_data
+    from medical.baselines import logistic_regression_baseline
 
     (tmp_path / "recipe.yaml").write_text("model: {name: tfcam}\ndata: {name: physionet2012, args: {fold: 0}}\n")
-    result = logistic_regression_on_run_split(tmp_path)
+    recipe = load_recipe(tmp_path / "recipe.yaml")
+    result = logistic_regression_baseline(build_data(recipe), recipe.seed)
+    assert result.predictor is None
     assert list(result.metrics)[0] == "test/auroc" and result.metrics["test/auroc"] > 0.8
     assert len(result.predictions["id"]) == 800 and set(result.predictions["target"]) == {"survived", "died"}
+
+
+def test_shipped_tfcam_predicts_physionet_records_as_the_model_on_their_transforms(tmp_path):
+    """``attnhub predict tfcam.physionet2012 set-a/132539.txt set-a/132540.txt``: the calibrated probabilities of the
+    model on ``hub.transforms`` of the same files, and the OOD columns of the card's ``ood`` section."""
+    import csv
+
+    from torch.utils.data import default_collate
+
+    from hub.cli import main
+    from hub.data import data_dir
+    from hub.errors import DatasetUnavailable
+
+    records = [str(data_dir() / "physionet2012" / "set-a" / f"{i}.txt") for i in (132539, 132540)]
+    if not all(map(os.path.isfile, records)):
+        raise DatasetUnavailable("physionet2012", f"{records} not found (HUB_DATA_DIR)")
+    assert main(["predict", "tfcam.physionet2012", *records, "--out", str(tmp_path / "x.csv")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "x.csv")))
+    assert [r["file"] for r in rows] == records and {"ood_score", "ood"} <= set(rows[0])
+    model, card = hub.load("tfcam.physionet2012").eval(), hub.model_card("tfcam.physionet2012")
+    with torch.inference_mode():
+        logits = model(**default_collate([hub.transforms("tfcam.physionet2012")(r) for r in records]))
+    expected = (logits.double() / card.calibration["temperature"]).softmax(-1).numpy()  # (2, 2)
+    got = [[float(next(r[f"prob_{i}"] for i in (1, 2) if r[f"class_{i}"] == c)) for c in card.label_names]
+           for r in rows]
+    np.testing.assert_allclose(got, expected, atol=1e-6)

@@ -1,20 +1,27 @@
 """Medical fine-tuning runs end to end on synthetic survival tables and ICU records (no dataset): tags and bare
-families through the CLI, then predict."""
+families through the CLI, then predict (an ICU run's predictor: its logistic regression, or the blend)."""
 from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import hub
 import hub.kinds
+from hub.cli import main
 from hub.run.evaluate import evaluate
+from tests.integration.test_predictor_runs import _tamper
 from tests.unit.test_medical import _icu_folder, _user_survival_table
+
+ICU_FAST = ["trainer.max_epochs=2", "trainer.accelerator=cpu"]
 
 
 def test_cli_finetune_on_a_survival_table_with_its_own_column_names(tmp_path, capsys):
     """``attnhub finetune survival_fusion.metabric --data my.csv --time T --event E --genes a,b,c,d``."""
-    from hub.cli import main
-
     card = hub.model_card("survival_fusion.metabric")
     generator = np.random.default_rng(0)
     header = ["T", "E", "a", "b", "c", "d", *card.input_spec["clinical"]]
@@ -36,12 +43,6 @@ def test_cli_finetune_on_a_survival_table_with_its_own_column_names(tmp_path, ca
 def test_cli_finetune_bare_survival_family_on_a_user_table_then_predict(tmp_path, capsys):
     """``attnhub finetune survival_fusion --data t.csv --time week --event arrest``: no genes, a categorical column,
     CoxPH beside it; the run predicts on rows with a category it never saw."""
-    import csv
-    import json
-    from pathlib import Path
-
-    from hub.cli import main
-
     table = _user_survival_table(tmp_path / "t.csv")
     assert main(["finetune", "survival_fusion", "--data", table, "--time", "week", "--event", "arrest",
                  "--output-dir", str(tmp_path / "runs"), "trainer.max_epochs=1", "trainer.accelerator=cpu",
@@ -69,12 +70,6 @@ def test_cli_finetune_bare_survival_family_on_a_user_table_then_predict(tmp_path
 def test_cli_trains_an_icu_family_from_scratch_on_a_folder_of_records(tmp_path, capsys, family):
     """``attnhub finetune tfcam --data FOLDER``: the stays' own three variables define the input; the logistic
     regression on stay summaries is fitted on the same split and kept beside the run's metrics."""
-    import csv
-    import json
-    from pathlib import Path
-
-    from hub.cli import main
-
     folder = _icu_folder(tmp_path / "stays")
     assert main(["finetune", family, "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
                  "trainer.max_epochs=2", "trainer.accelerator=cpu", "--no-progress"]) == 0
@@ -101,8 +96,6 @@ def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_pat
     the card's 37 variables stay the input, the unknown one is dropped and listed in the run's card. The folder's
     In-hospital_death is the card's outcome under the card's class names, so the tag's classifier is kept (trained
     fresh, a linear probe from it scored 0.655 test AUROC on PhysioNet's fold 0 against 0.744 for the tag as is)."""
-    import json
-
     from hub.finetune import finetune
 
     folder = _icu_folder(tmp_path / "stays", n=40, variables=("HR", "MeanBP", "Lactate"))
@@ -115,3 +108,78 @@ def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_pat
     assert entry["name"] == "LogisticRegression"
     assert json.loads((run / "metrics.json").read_text())["policy"]["chosen"] == "full"
     assert card.label_names == ["survived", "died"] and "trained fresh" not in caplog.text
+
+
+def _predicted_probabilities(path: Path, classes: list[str]) -> np.ndarray:
+    """The probabilities (files, classes) in the card's class order of a ``predict --out`` CSV of a classifier."""
+    rows = list(csv.DictReader(open(path)))
+    return np.array([[float(next(r[f"prob_{i}"] for i in range(1, len(classes) + 1) if r[f"class_{i}"] == c))
+                      for c in classes] for r in rows])
+
+
+def _pipeline_probabilities(run: Path, records: list[str]) -> np.ndarray:
+    """The run's kept logistic regression (loaded through its allow-list) on the records' features (N, 2)."""
+    from hub.predictor import load_skops
+    from medical.baselines import ICU_TRUSTED_TYPES, stay_features
+    from medical.icu_data import read_record
+
+    card = hub.model_card(str(run))
+    pipeline = load_skops(run / "baseline.skops", card.predictor["baseline"]["sha256"], ICU_TRUSTED_TYPES)
+    spec = card.input_spec
+    means, static_raw = zip(*(read_record(r, spec["variables"], spec["hours"]) for r in records))
+    return pipeline.predict_proba(stay_features(np.stack(means), np.stack(static_raw), spec))
+
+
+def test_icu_run_predicting_with_its_logistic_regression_refuses_it_tampered(tmp_path, capsys):
+    """``finetune tfcam --data FOLDER --predictor baseline``: predict answers with the kept pipeline on the record
+    files' features, as in training (the test stays' probabilities of baseline_predictions.csv); export refuses the
+    predictor naming --model-only; a tampered baseline.skops is refused."""
+    folder = _icu_folder(tmp_path / "stays")
+    assert main(["finetune", "tfcam", "--data", str(folder), "--output-dir", str(tmp_path / "runs"), "--predictor",
+                 "baseline", "--no-progress", *ICU_FAST]) == 0
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    entry, card = json.loads((run / "metrics.json").read_text())["predictor"], hub.model_card(str(run))
+    assert entry["asked"] == entry["chosen"] == card.predictor["chosen"] == "baseline" and entry["weight"] == 0.0
+    assert card.predictor["baseline"]["name"] == "LogisticRegression" and entry["metric"] == "val/acc"
+    assert card.predictor["baseline"]["file"] == "baseline.skops" and "predictor: baseline" in out
+    kept = {r["id"]: r for r in csv.DictReader(open(run / "baseline_predictions.csv"))}  # the test stays
+    ids = sorted(kept)[:2]
+    records = [str(folder / f"{i}.txt") for i in ids]
+    assert main(["predict", str(run), *records, "--out", str(tmp_path / "x.csv")]) == 0
+    assert [r["file"] for r in csv.DictReader(open(tmp_path / "x.csv"))] == records
+    got = _predicted_probabilities(tmp_path / "x.csv", card.label_names)
+    np.testing.assert_allclose(got, [[float(kept[i][f"proba_{c}"]) for c in card.label_names] for i in ids], atol=1e-6)
+    np.testing.assert_allclose(got, _pipeline_probabilities(run, records), atol=1e-6)
+    capsys.readouterr()
+    assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "export")]) == 2
+    err = capsys.readouterr().err
+    assert "LogisticRegression" in err and "--model-only" in err
+
+    tampered = _tamper(run / "baseline.skops")
+    assert main(["predict", str(run), *records]) == 2
+    err = capsys.readouterr().err
+    assert "sha256" in err and str(run / "baseline.skops") in err and tampered in err
+
+
+def test_icu_blend_run_predicts_the_weighted_mean_of_model_and_logistic_regression(tmp_path):
+    """``finetune(..., predictor="blend")``: predict gives ``w * model + (1 - w) * baseline`` of the calibrated
+    probabilities."""
+    from torch.utils.data import default_collate
+
+    from hub.finetune import finetune
+
+    folder = _icu_folder(tmp_path / "stays")
+    run, _ = finetune("tfcam", str(folder), ICU_FAST, str(tmp_path / "runs"), progress=False, predictor="blend")
+    card = hub.model_card(str(run))
+    weight = card.predictor["weight"]
+    assert card.predictor["chosen"] == json.loads((run / "metrics.json").read_text())["predictor"]["chosen"] == "blend"
+    assert 0 < weight < 1
+    records = [str(folder / f"{140000 + i}.txt") for i in (1, 3, 6)]
+    assert main(["predict", str(run), *records, "--out", str(tmp_path / "x.csv")]) == 0
+    model = hub.load(str(run)).eval()
+    with torch.inference_mode():
+        logits = model(**default_collate([hub.transforms(str(run))(r) for r in records]))
+    ours = (logits.double() / card.calibration.get("temperature", 1.0)).softmax(-1).numpy()
+    expected = weight * ours + (1 - weight) * _pipeline_probabilities(run, records)
+    np.testing.assert_allclose(_predicted_probabilities(tmp_path / "x.csv", card.label_names), expected, atol=1e-6)

@@ -1,5 +1,6 @@
 """Time-series training and fine-tuning runs end to end on synthetic sensor units and traffic folders (no dataset):
-bare families with their baselines, cross-fitted intervals, a run fine-tuned then predicted."""
+bare families with their baselines, cross-fitted intervals, a run fine-tuned then predicted; a traffic run whose
+predictor is its baseline or a blend predicts with it (the kept profile refused once tampered with)."""
 import numpy as np
 import pytest
 
@@ -121,3 +122,105 @@ def test_cross_fitted_intervals_pool_the_held_out_units_of_more_runs_and_leave_t
     assert hub.model_card(str(run)).calibration["conformal"] == json.loads(json.dumps(conformal))  # kept in the card
     assert (run / "model.safetensors").read_bytes() == weights
     hub.load(str(run))  # the card still matches its weights' sha256
+
+
+def _traffic_run(tmp_path, capsys, predictor: str):
+    """``finetune traffic_gru`` for one epoch on a synthetic folder with ``--predictor``: the run folder, its
+    ``metrics.json`` and the folder's speeds file."""
+    import json
+    from pathlib import Path
+
+    root = _traffic_folder(tmp_path / "t")
+    assert main(["finetune", "traffic_gru", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
+                 "--predictor", predictor, "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    run = Path(capsys.readouterr().out.split("run folder: ")[1].split()[0])
+    return run, json.loads((run / "metrics.json").read_text()), root / "speeds.csv"
+
+
+def _forecast_rows(path) -> np.ndarray:
+    """A predict CSV's forecasts, its rows checked to be the four sensors: (4, 12)."""
+    import csv
+
+    rows = list(csv.DictReader(open(path)))
+    assert [r["file"].rsplit(":", 1)[1] for r in rows] == ["s0", "s1", "s2", "s3"]
+    return np.array([[float(r[f"speed_{5 * h}min"]) for h in range(1, 13)] for r in rows])
+
+
+def test_traffic_run_kept_with_its_baseline_predicts_the_saved_profile_and_refuses_it_tampered(tmp_path, capsys):
+    """--predictor baseline: metrics.json and the card record the predictor with each member's validation and test
+    metrics (masked as the run's: the model's test/mae is the run's), predict gives the kept time-of-day profile's
+    forecast with intervals from the baseline's residuals, export names the baseline, a tampered file is refused."""
+    from hub.core.weights import sha256_bytes
+    from hub.predictor import load_arrays
+    from timeseries.baselines import TRAFFIC_ARRAYS, TRAFFIC_METHODS
+
+    run, summary, speeds = _traffic_run(tmp_path, capsys, "baseline")
+    entry = summary["predictor"]
+    assert entry["asked"] == "baseline" and entry["chosen"] == "baseline" and entry["weight"] == 0.0
+    assert entry["metric"] == "val/rmse" and set(entry["validation"]) == {"model", "baseline", "blend"}
+    assert set(entry["test"]) == {"model", "baseline", "blend", "chosen"}
+    assert entry["test"]["model"]["test/mae"] == pytest.approx(summary["test"]["test/mae"], rel=1e-6)
+    kept = summary["baseline"]
+    assert entry["test"]["baseline"]["test/mae"] == pytest.approx(kept["test"]["test/mae"], abs=1e-9)
+    card = hub.model_card(str(run))
+    assert card.predictor == entry and entry["baseline"] == {
+        "name": kept["name"], "file": "baseline.safetensors",
+        "sha256": sha256_bytes((run / "baseline.safetensors").read_bytes())}
+
+    assert main(["predict", str(run), str(speeds), "--out", str(tmp_path / "p.csv")]) == 0
+    got = _forecast_rows(tmp_path / "p.csv")
+    arrays = load_arrays(run / "baseline.safetensors", entry["baseline"]["sha256"], TRAFFIC_ARRAYS)
+    assert TRAFFIC_METHODS[int(arrays["method"][0])].replace("_", " ") == kept["name"]
+    rows = len(speeds.read_text().splitlines()) - 1  # the folder: from midnight, a step every 5 min, 288 a day
+    profile = arrays["profile"][(rows + np.arange(12)) % 288].T  # the 12 slots after the last row's: (4, 12)
+    assert kept["name"] == "historical average"  # the folder's days repeat
+    np.testing.assert_allclose(got, profile, atol=1e-4)
+    conformal = card.calibration["conformal"]
+    assert conformal["fitted_on"] == "validation split, residuals of the predictor (baseline)"
+    assert len(conformal["half_width"]["0.9"]) == 12
+
+    capsys.readouterr()  # the kept profile has no exported form: export names it, --model-only works
+    assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "onnx")]) == 2
+    err = capsys.readouterr().err
+    assert f"({kept['name']}, inputs of kind 'traffic_series')" in err and "--model-only" in err
+    assert main(["export", str(run), "--format", "onnx", "--out", str(tmp_path / "onnx"), "--model-only"]) == 0
+
+    data = bytearray((run / "baseline.safetensors").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (run / "baseline.safetensors").write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["predict", str(run), str(speeds)]) == 2
+    err = capsys.readouterr().err
+    assert str(run / "baseline.safetensors") in err and sha256_bytes(bytes(data)) in err
+
+
+def test_forced_traffic_blend_predicts_the_weighted_mean_of_both_forecasts(tmp_path, capsys):
+    """--predictor blend: predict gives ``w * model + (1 - w) * baseline`` of the model's forecast and the kept
+    baseline's, in mph, with intervals fitted on the blend's validation residuals."""
+    import csv
+
+    import torch
+
+    from hub.kinds import kind_of, predict_logits
+
+    run, summary, speeds = _traffic_run(tmp_path, capsys, "blend")
+    entry = summary["predictor"]
+    assert entry["chosen"] == "blend" and 0 < entry["weight"] < 1 and entry["weight"] == entry["blend_weight"]
+    assert main(["predict", str(run), str(speeds), "--out", str(tmp_path / "p.csv")]) == 0
+    got = _forecast_rows(tmp_path / "p.csv")
+    model = hub.load(str(run))
+    card = model.pretrained_cfg
+    with torch.inference_mode():
+        ((_, ours),) = list(predict_logits(card, model, [str(speeds)], 64))  # (4, 12)
+    theirs = kind_of(card).baseline_outputs(card, str(speeds))
+    assert not np.allclose(ours.numpy(), theirs, atol=0.1)
+    np.testing.assert_allclose(got, entry["weight"] * ours.numpy() + (1 - entry["weight"]) * theirs, atol=1e-4)
+    conformal = card.calibration["conformal"]  # centred on the blend's forecasts, each of its bin's half width
+    assert conformal["fitted_on"] == "validation split, residuals of the predictor (blend)"
+    assert summary["intervals"]["half_width"] == conformal["half_width"]
+    rows = list(csv.DictReader(open(tmp_path / "p.csv")))
+    for row in rows:
+        for h, widths, edges in zip(range(1, 13), conformal["half_width"]["0.9"], conformal["bin_edges"]):
+            value, upper = float(row[f"speed_{5 * h}min"]), float(row[f"speed_{5 * h}min_upper_90"])
+            assert upper - value == pytest.approx(widths[int(np.searchsorted(edges, value, side="right"))], abs=1e-4)
+    assert max(w for widths in conformal["half_width"]["0.9"] for w in widths) > 0.1

@@ -424,3 +424,50 @@ def test_icu_folder_split_from_subfolders_and_from_a_long_table(tmp_path):
     from_files.setup()
     np.testing.assert_array_equal(from_table.grids["means"], from_files.grids["means"])
     np.testing.assert_array_equal(from_table.train_set.values, from_files.train_set.values)
+
+
+def test_icu_records_predict_in_batches_named_by_their_paths(tmp_path):
+    """``attnhub predict tfcam.physionet2012 RECORDS``: each record file read by the card's transform, the stays
+    batched as the model's keyword inputs and named by their paths; a file that is not a record is refused, named."""
+    from torch.utils.data import default_collate
+
+    root = _icu_folder(tmp_path / "stays", n=3)
+    records = [str(p) for p in sorted(root.glob("14*.txt"))]
+    model = hub.load("tfcam.physionet2012").eval()
+    card = model.pretrained_cfg
+    with torch.inference_mode():
+        batches = list(hub.kinds.predict_logits(card, model, records, 2))
+        expected = model(**default_collate([hub.transforms("tfcam.physionet2012")(r) for r in records]))
+    assert [names for names, _ in batches] == [records[:2], records[2:]]
+    torch.testing.assert_close(torch.cat([logits for _, logits in batches]), expected)
+    assert not torch.allclose(expected[0], expected[1])  # the stays differ
+    with pytest.raises(DataError, match="Outcomes-a.txt: the first line is 'RecordID,SAPS-I,In-hospital_death'"):
+        list(hub.kinds.predict_logits(card, model, [records[0], str(root / "Outcomes-a.txt")], 2))
+
+
+def test_icu_logistic_regression_gives_predictor_data_and_loads_through_its_allow_list(tmp_path):
+    """With the run's model, the ICU baseline gives both members' validation and test probabilities; its pipeline is
+    kept as skops and loaded back only with its one extra trusted type."""
+    from hub.core.weights import sha256_bytes
+    from hub.predictor import load_skops
+    from medical.baselines import ICU_TRUSTED_TYPES, logistic_regression_baseline, stay_features
+    from medical.icu_data import icu_stays_folder
+
+    data = icu_stays_folder(str(_icu_folder(tmp_path / "stays")))
+    data.setup()
+    torch.manual_seed(0)
+    model = hub.create_model("tfcam", **data.model_args(), dim=16, num_heads=2)
+    result = logistic_regression_baseline(data, model=model)
+    kept = result.predictor
+    assert kept.task == "classification" and kept.model["val"].shape == kept.baseline["val"].shape == (6, 2)
+    np.testing.assert_allclose(kept.model["test"].sum(1), 1.0)
+    np.testing.assert_array_equal(kept.labels["test"], data.test_set.y.numpy())
+    np.testing.assert_allclose(kept.baseline["test"][:, 1], result.predictions["proba_died"])
+    path = kept.save(tmp_path)
+    assert path.name == "baseline.skops"
+    pipeline = load_skops(path, sha256_bytes(path.read_bytes()), ICU_TRUSTED_TYPES)
+    test = data.split_index["test"]
+    features = stay_features(data.grids["means"][test], data.grids["static_raw"][test], data.input_spec)
+    np.testing.assert_allclose(pipeline.predict_proba(features), kept.baseline["test"])
+    with pytest.raises(HubError, match=r"outside the allow-list of its input kind: \['numpy.dtype'\]"):
+        load_skops(path, sha256_bytes(path.read_bytes()), ())

@@ -1,7 +1,8 @@
 """The members of a run's predictor beyond tables (hub.predictor, hub.classical): survival risks blended on ranks,
 chosen on the validation split alone (a trap whose test split favours the baseline); rank scores keep each member's
 order; a kept logistic regression predicts as scikit-learn does; kept arrays are refused when tampered with or
-incomplete. The runs themselves are in tests/integration/test_predictor_runs.py."""
+incomplete; NaN labels (missing readings) are left out of the regression scores and a predictor's intervals. The
+runs themselves are in tests/integration/test_predictor_runs.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -94,3 +95,38 @@ def test_a_regression_predictor_other_than_the_model_gets_intervals_from_its_own
     assert blended == pytest.approx(3.0 * conformal_half_width(np.abs((model["val"] + baseline["val"]) / 2
                                                                       - labels["val"]), 0.9))
     assert predictor_intervals(card, data, "model", 1.0) is None  # the model's own intervals stay
+
+
+def test_regression_scores_and_choice_leave_nan_labels_out_and_intervals_take_further_axes_as_rows():
+    """A NaN label is a missing reading (a traffic target's): the scores, hence the choice, and a baseline
+    predictor's intervals leave it out; outputs (N, K, M) are K outputs over N * M rows, as the model's own fit."""
+    from types import SimpleNamespace
+
+    from hub.uncertainty.conformal import conformal_half_width, predictor_intervals
+
+    labels = np.array([[1.0, np.nan], [3.0, 4.0]])
+    assert scores("regression", labels, [[2.0, 100.0], [3.0, 6.0]]) == {"rmse": pytest.approx(np.sqrt(5 / 3)),
+                                                                       "mae": pytest.approx(1.0)}
+    assert np.isnan(scores("regression", labels, [[np.nan, 0.0], [3.0, 4.0]])["rmse"])  # a NaN output is not left out
+    assert np.isnan(scores("regression", np.full(2, np.nan), [1.0, 2.0])["mae"])
+    # a member far off only where the label is missing is the better one
+    assert choose("regression", labels, [[1.5, 0.0], [3.5, 4.5]], [[1.0, 1e6], [3.0, 4.0]]).chosen == "baseline"
+
+    rng = np.random.default_rng(0)
+    labels = {s: rng.normal(50, 5, size=(n, 2, 3)) for s, n in (("val", 40), ("test", 20))}  # (S, K=2, sensors)
+    for y in labels.values():
+        y[::4, 1, 0] = np.nan
+    baseline = {s: np.nan_to_num(y, nan=0.0) + rng.normal(scale=0.1, size=y.shape) for s, y in labels.items()}
+    data = PredictorData("regression", labels, {s: y + 3.0 for s, y in baseline.items()}, baseline,
+                         save=lambda run_dir: run_dir)
+    card = SimpleNamespace(name="speeds.run", calibration={"conformal": {"outputs": ["speed_5min", "speed_10min"],
+                                                                         "half_width": {"0.9": [[9.9], [9.9]]}}},
+                           input_spec={"kind": "none"})
+    conformal = predictor_intervals(card, data, "baseline", 0.0)
+    assert conformal["test_points_per_output"] == [60, 55]  # 20 samples x 3 sensors, less the 5 missing
+    second = np.abs(baseline["val"] - labels["val"])[:, 1].ravel()
+    assert conformal["half_width"]["0.9"][1] == [pytest.approx(conformal_half_width(second[~np.isnan(second)], 0.9))]
+    assert conformal["half_width"]["0.9"][0][0] < 1.0  # the baseline's residuals, not the model's (3 mph off)
+    card.calibration["conformal"]["outputs"] = ["speed_5min"]
+    with pytest.raises(HubError, match=r"outputs of shape \(2, 3\) per item for the 1 outputs"):
+        predictor_intervals(card, data, "baseline", 0.0)

@@ -292,6 +292,40 @@ def test_traffic_baseline_picks_the_historical_average_on_a_daily_cycle(tmp_path
     assert result.metrics["last value test/mae"] > 0.5  # a sine of amplitude 10 moves ~0.9 mph an hour
 
 
+def test_kept_traffic_baseline_forecasts_a_speeds_file_as_the_data_window_ending_there(tmp_path):
+    """TrafficSeriesKind.baseline_outputs reads a speeds file's last input window as predict does: its forecast from
+    the kept profile is the baseline's forecast of the data module's window ending at the same row (a window whose
+    last row has a blank reading: the last value is the one before); a tampered file is refused."""
+    from types import SimpleNamespace
+
+    from hub.core.weights import sha256_bytes
+    from hub.predictor import save_arrays
+    from timeseries.baselines import TRAFFIC_METHODS, baseline_forecasts, training_profile
+    from timeseries.kinds import TrafficSeriesKind
+
+    root = _traffic_folder(tmp_path / "t", steps=5 * 288)
+    data = get_dataset_entry("traffic_csv").builder(root=str(root))
+    data.setup()
+    window, _ = data.splits["test"]
+    last_rows = window[:, data.input_steps - 1]
+    sample = int(np.flatnonzero((data.speed[last_rows] == 0).any(1))[0])
+    lines = (root / "speeds.csv").read_text().splitlines()
+    (tmp_path / "cut.csv").write_text("\n".join(lines[:last_rows[sample] + 2]) + "\n")  # the header, rows to there
+    expected = baseline_forecasts(data, "test")
+    profile = training_profile(data)
+    for index, method in enumerate(TRAFFIC_METHODS):
+        path = save_arrays({"profile": profile, "method": np.array([index])}, tmp_path / f"{method}.safetensors")
+        kept = {"name": method, "file": path.name, "sha256": sha256_bytes(path.read_bytes())}
+        card = SimpleNamespace(name="traffic_gru.run", card_dir=str(tmp_path), input_spec=data.input_spec,
+                               predictor={"chosen": "baseline", "weight": 0.0, "baseline": kept})
+        got = TrafficSeriesKind().baseline_outputs(card, str(tmp_path / "cut.csv"))  # (N, T_out)
+        np.testing.assert_allclose(got, expected[method][sample].T, rtol=1e-6)
+    assert not np.allclose(expected["last_value"][sample], expected["historical_average"][sample])
+    path.write_bytes(path.read_bytes()[:-1] + b" ")
+    with pytest.raises(HubError, match="sha256"):
+        TrafficSeriesKind().baseline_outputs(card, str(tmp_path / "cut.csv"))
+
+
 def test_cross_fitting_names_the_data_arguments_it_needs():
     from hub.uncertainty import cross_conformal
 
