@@ -1,5 +1,6 @@
 """The quickstart chain without training: the recipe's model and schedule beside the digits tag's, shipped weights ->
-load -> predict from PNG files (the runs, the quickstart in full and a fine-tune: tests/integration/test_training_runs.py)."""
+load -> predict from PNG files (the runs, the quickstart in full and a fine-tune:
+tests/integration/test_training_runs.py)."""
 import csv
 
 import numpy as np
