@@ -1,9 +1,12 @@
+import http.server
 import os
+import threading
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+import hub
 from hub.errors import DatasetUnavailable
 
 # CI replays the same examples every run (derandomize), so a red build always has a reproducible cause;
@@ -41,7 +44,7 @@ def _skip_when_data_is_missing():
 
 
 def pytest_collection_modifyitems(items):
-    """Tests under tests/integration/ need real data or train: marked, so `-m "not integration"` runs the unit layer
+    """Tests under tests/integration/ need real data, train, or start processes: marked, so `-m "not integration"` runs the unit layer
     alone."""
     for item in items:
         if "integration" in item.path.parts:
@@ -70,3 +73,33 @@ def _isolated_cache(tmp_path, monkeypatch):
 @pytest.fixture
 def repo() -> Path:
     return REPO
+
+
+# ---- downloads against a local HTTP server (tests/unit/test_weights.py, tests/integration/test_reliability_runs.py)
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    payload = b""
+    truncate_to: int | None = None
+
+    def do_GET(self):  # noqa: N802
+        body = self.payload if self.truncate_to is None else self.payload[: self.truncate_to]
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.payload)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    """A local HTTP server of the digits tag's weights: ``(httpd, handler, url)``; set ``handler.truncate_to`` to cut
+    the body short."""
+    card = hub.model_card("vit_digits.sklearn")
+    handler = type("Handler", (_Handler,), {"payload": card.local_file.read_bytes(), "truncate_to": None})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd, handler, f"http://127.0.0.1:{httpd.server_address[1]}/vit_digits.sklearn.safetensors"
+    httpd.shutdown()

@@ -25,3 +25,12 @@ def test_shipped_cifar10_weights_reproduce_their_cards(name):
     measured = evaluate(name, progress=False)
     assert measured["test/acc"] == pytest.approx(card.metrics["test/acc"]["values"][0], abs=1e-4)
     assert card.label_names[:2] == ["airplane", "automobile"]
+
+
+def test_shipped_slot_weights_reproduce_their_card():
+    """``evaluate`` of the shipped Slot Attention tag on its generated test scenes gives the card's FG-ARI."""
+    from hub.run.evaluate import evaluate
+
+    card = hub.model_card("slot_autoencoder_micro_64.shapes")
+    measured = evaluate("slot_autoencoder_micro_64.shapes", progress=False)
+    assert measured["test/fg_ari"] == pytest.approx(card.metrics["test/fg_ari"]["values"][0], abs=1e-4)

@@ -1,12 +1,11 @@
-"""Export to ONNX and torch.export, checked against eager PyTorch, on one tiny model per input kind: a family of a
-shipped tag built with random weights and small dimensions, in a run folder whose card takes the tag's input (every
-shipped tag: tests/integration/test_export_tags.py).
+"""Export to ONNX and torch.export, checked against eager PyTorch, of the 8x8-digits model: a run folder through the
+CLI, an untrained family, refusals (one tiny model per input kind and every shipped tag, each exported and compared:
+tests/integration/test_export_tags.py, out of the unit layer's time).
 
 A model exports to a format, and its artefact (run by onnxruntime, or the loaded ``.pt2`` program) gives eager
 PyTorch's outputs within 1e-4 (fp32, max abs difference) on inputs of the card's shapes; or its family is in
 :data:`UNSUPPORTED` and export raises a :class:`HubError` that names the reason.
 """
-import dataclasses
 import json
 import shutil
 
@@ -16,9 +15,8 @@ import torch
 
 import hub
 from hub.cli import main
-from hub.core.cards import PretrainedCfg, write_card
-from hub.core.weights import save_state_dict
-from hub.deploy.exporter import example_inputs, run_artefact
+from hub.core.cards import PretrainedCfg
+from hub.deploy.exporter import run_artefact
 from hub.errors import HubError
 from hub.models import model_card
 
@@ -30,25 +28,6 @@ UNSUPPORTED = {
     "cat": r"data-dependent control flow.*graph/models/gat\.py:\d+ in _graph",
     # slot attention draws its initial slots at random in every forward, also in eval mode
     "slot_autoencoder_micro_64": "not a deterministic function of its input",
-}
-_RING = {"neighbours": [[(i - 1) % 5, (i + 1) % 5] for i in range(5)]}  # a road of 5 sensors in a ring
-# test id -> (the shipped tag whose family and input are taken, model arguments and input_spec entries replaced to
-# make the model tiny, the formats exported); one id per input kind of the shipped tags and one per family that
-# cannot be exported. Every kind goes through torch.export (the capture, with the kind's dynamic axes); ONNX, which
-# costs about twice as much, for one kind per input dtype (float, int64 codes, bool masks) and for graphs (dynamic
-# numbers of nodes and edges)
-TINY = {
-    "image": ("vit_digits.sklearn", {}, {}, FORMATS),  # already tiny: 8x8 images, width 64
-    "scene": ("slot_autoencoder_micro_64.shapes", {"num_slots": 2, "num_iterations": 1}, {}, FORMATS),
-    "audio": ("timbre_attention.fsdd", {"embed_dim": 16}, {}, ("pt2",)),
-    "table": ("mlp.adult", {"hidden": 16, "depth": 1}, {}, FORMATS),
-    "survival_table": ("survival_fusion.metabric", {"dim": 8, "num_heads": 2}, {}, FORMATS),
-    "icu_stays": ("tfcam.physionet2012", {"dim": 8, "summary_dim": 16, "k": 2}, {}, ("pt2",)),
-    "sensor_series": ("rul_attention.fd001", {"dim": 8, "num_heads": 2}, {}, ("pt2",)),
-    "traffic_series": ("testam.los_loop", {"dim": 8, "num_heads": 1, "num_nodes": 5, "graph": _RING},
-                       {"num_nodes": 5, "graph": _RING}, ("pt2",)),
-    "graph": ("gat.cora", {"hidden": 4, "heads": 2}, {}, FORMATS),
-    "graph-cat": ("cat.cora", {"hidden": 4, "heads": 2}, {}, FORMATS),
 }
 
 
@@ -76,38 +55,6 @@ def assert_exports_or_names_why_not(name: str, card: PretrainedCfg, tmp_path, in
         assert preprocess["input_spec"] == card.input_spec
         assert [i["name"] for i in preprocess["inputs"]] == list(inputs)
         assert preprocess["label_names"] == card.label_names and preprocess["output_names"] == card.output_names
-
-
-def _tiny_run(tag: str, model_args: dict, input_spec: dict, folder) -> None:
-    """A run folder (``card.json`` and random weights) of the family of ``tag``, built with ``model_args`` replaced,
-    whose card is the tag's with ``input_spec`` entries replaced and no calibration, OOD or predictor sections."""
-    card = model_card(tag)
-    args = {**card.model_args, **model_args}
-    torch.manual_seed(0)
-    weights = folder / "model.safetensors"
-    folder.mkdir()
-    sha256 = save_state_dict(hub.create_model(card.family, **args).state_dict(), weights)
-    tiny = dataclasses.replace(card, name=f"{card.family}.tiny", sha256=sha256, num_bytes=weights.stat().st_size,
-                               model_args=args, input_spec={**card.input_spec, **input_spec},
-                               file=weights.name, url=None, calibration={}, ood={}, predictor={}, card_dir="")
-    write_card(tiny, folder / "card.json")
-
-
-def test_every_input_kind_of_a_shipped_tag_has_a_tiny_model():
-    shipped = {model_card(tag).input_spec["kind"] for tag in hub.list_models(pretrained=True)}
-    assert {model_card(tag).input_spec["kind"] for tag, *_ in TINY.values()} == shipped
-    assert {model_card(tag).family for tag, *_ in TINY.values()} >= set(UNSUPPORTED)
-    onnx = {kind for kind, (*_, formats) in TINY.items() if "onnx" in formats}
-    assert onnx >= {"image", "table", "survival_table", "graph"}  # float, int64 codes, bool masks, nodes and edges
-
-
-@pytest.mark.parametrize("kind", TINY)
-def test_tiny_model_of_each_kind_exports_or_names_why_not(kind, tmp_path):
-    tag, model_args, input_spec, formats = TINY[kind]
-    _tiny_run(tag, model_args, input_spec, tmp_path / "run")
-    run = str(tmp_path / "run")
-    card = hub.model_card(run)
-    assert_exports_or_names_why_not(run, card, tmp_path, example_inputs(card, 5, seed=7), formats)
 
 
 def digit_inputs(card) -> dict[str, torch.Tensor]:

@@ -92,29 +92,6 @@ def test_graph_transform_row_normalises_as_the_training_did():
         prepare(counts)
 
 
-@pytest.mark.slow
-def test_generated_scenes_as_image_arrays_reproduce_the_slot_autoencoder_card():
-    """The shapes scenes are generated (``vision.shapes``): their raw form is the image as a file holds it, 8-bit
-    RGB; the card's test split is its generated test scenes, scored in its batches with the slots' initial noise
-    seeded per batch (:class:`vision.tasks.ObjectDiscoveryTask`)."""
-    from vision.shapes import MultiShapes
-    from vision.tasks import ForegroundARI
-
-    name = "slot_autoencoder_micro_64.shapes"
-    card, model, prepare = hub.model_card(name), hub.load(name), hub.transforms(name)
-    args = card.data["args"]
-    scenes, ari = MultiShapes(args["test_size"], "test"), ForegroundARI()
-    for start in range(0, len(scenes), args["batch_size"]):
-        batch = [scenes[i] for i in range(start, min(start + args["batch_size"], len(scenes)))]
-        # (3, H, W) in [-1, 1] -> (H, W, 3) uint8, the scene as an image file holds it
-        images = [np.round((image.permute(1, 2, 0).numpy() + 1) * 127.5).astype(np.uint8) for image, _ in batch]
-        with torch.no_grad():
-            out = model.autoencode(torch.stack([prepare(image) for image in images]),
-                                   generator=torch.Generator().manual_seed(0))
-        ari.update(out["masks"].argmax(1), torch.stack([mask for _, mask in batch]))
-    assert_reproduces(card, "test/fg_ari", float(ari.compute()))
-
-
 def test_sensor_transform_scales_a_units_last_window_and_names_bad_rows():
     import pandas as pd
 

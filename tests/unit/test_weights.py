@@ -1,12 +1,9 @@
 """Weights: sha256 at every load, named key errors, head reset, safe checkpoints, downloads, offline."""
 import dataclasses
-import http.server
 import json
 import logging
-import multiprocessing
 import re
 import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -147,32 +144,6 @@ def test_every_torch_load_passes_weights_only_true(repo):
 
 # --- downloads against a local HTTP server --------------------------------------------------------
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    payload = b""
-    truncate_to: int | None = None
-
-    def do_GET(self):  # noqa: N802
-        body = self.payload if self.truncate_to is None else self.payload[: self.truncate_to]
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(self.payload)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def server():
-    card = hub.model_card("vit_digits.sklearn")
-    handler = type("Handler", (_Handler,), {"payload": card.local_file.read_bytes(), "truncate_to": None})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield httpd, handler, f"http://127.0.0.1:{httpd.server_address[1]}/vit_digits.sklearn.safetensors"
-    httpd.shutdown()
-
-
 def _url_card(tmp_path, url):
     card = hub.model_card("vit_digits.sklearn")
     write_card(dataclasses.replace(card, file=None, url=url), tmp_path / "card.json")
@@ -222,21 +193,6 @@ def _load_in_process(card_path: str, cache: str, queue):
         queue.put("ok")
     except Exception as err:  # reported to the parent
         queue.put(repr(err))
-
-
-def test_two_processes_cold_cache_both_succeed(tmp_path, server):
-    _, _, url = server
-    _url_card(tmp_path, url)
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_load_in_process, args=(str(tmp_path / "card.json"), str(tmp_path / "cache"), queue))
-             for _ in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-    assert sorted(queue.get() for _ in procs) == ["ok", "ok"]
-    assert [p.name for p in _cache_files(tmp_path)] == ["vit_digits.sklearn.safetensors"]
 
 
 def test_timm_names(monkeypatch):
