@@ -44,8 +44,8 @@ def _skip_when_data_is_missing():
 
 
 def pytest_collection_modifyitems(items):
-    """Tests under tests/integration/ need real data, train, or start processes: marked, so `-m "not integration"` runs the unit layer
-    alone."""
+    """Tests under tests/integration/ need real data, train, or start processes: marked, so `-m "not integration"`
+    runs the unit layer alone."""
     for item in items:
         if "integration" in item.path.parts:
             item.add_marker(pytest.mark.integration)
