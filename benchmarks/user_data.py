@@ -100,7 +100,7 @@ def _pixel_gbdt_row(arrays, described: str, seeds: list[int]) -> str:
     accuracy = [float((HistGradientBoostingClassifier(random_state=seed).fit(x, y).predict(x_test)
                        == y_test.reshape(-1)).mean()) for seed in seeds]
     return (f"| HistGradientBoosting on pixels (benchmarks/user_data.py) | {described} | - | "
-            f"test/acc {statistics.mean(accuracy):.3f} | {', '.join(map(str, seeds))} |")
+            f"test/acc {statistics.mean(accuracy):.3f} | - | {', '.join(map(str, seeds))} |")
 
 
 def audio(work: Path, seeds: list[int]) -> list[str]:
