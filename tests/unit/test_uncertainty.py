@@ -468,3 +468,38 @@ def test_split_outputs_keeps_features_for_baselines_and_the_model_own_logits():
     assert plain.features is None
     assert torch.allclose(kept.features, model.body(x).detach())
     assert torch.allclose(kept.logits, model(x).detach()) and torch.allclose(plain.logits, kept.logits)
+
+
+def test_gated_combination_ranks_by_the_model_score_while_input_scores_are_quiet_and_flags_what_max_flags():
+    """Issue 47: an input score below its quantile (in-distribution noise) must not outrank the model's score, as it
+    did under ``max`` on near shifts; past its quantile it counts as under ``max``, so each combination's own
+    validation threshold flags at least what ``max`` flags."""
+    from hub.uncertainty.ood import Detector, _quantile_scale
+
+    rng = np.random.default_rng(0)
+    val = np.c_[rng.exponential(1.0, 1000), rng.exponential(1.0, 1000)]  # in-distribution: model score, input score
+    near = np.c_[rng.exponential(3.0, 500), rng.exponential(1.0, 500)]  # the model unsure, the input ordinary
+    far = np.c_[rng.exponential(1.0, 50), rng.exponential(30.0, 50)]  # the model sure, the input far off
+    statistics = {"scales": torch.tensor([_quantile_scale(c, 0.01) for c in val.T], dtype=torch.float64)}
+    gated = Detector(["energy", "inputs"], statistics, 0.0)
+    largest = dataclasses.replace(gated, combine="max")
+    quiet = near[:, 1] < statistics["scales"][1].item()
+    np.testing.assert_allclose(gated.score(near)[quiet], near[quiet, 0] / statistics["scales"][0].item())
+    inputs = np.r_[val, near, far]
+    assert (gated.score(inputs) <= largest.score(inputs)).all()
+    flagged = {d.combine: d.score(inputs) > _quantile_scale(d.score(val), 0.01) for d in (gated, largest)}
+    assert flagged["gated"][flagged["max"]].all() and flagged["gated"][-50:].mean() > 0.9
+    # every score an input score (no model score to keep): the largest, as before
+    assert (Detector(["range", "inputs"], statistics, 0.0).score(inputs) == largest.score(inputs)).all()
+
+
+def test_a_card_fitted_before_the_gated_rule_keeps_the_largest_score(tmp_path):
+    from hub.core.weights import save_state_dict
+    from hub.uncertainty.ood import load_detector
+
+    sha256 = save_state_dict({"scales": torch.ones(2, dtype=torch.float64)}, tmp_path / "ood.safetensors")
+    section = {"score": "energy+inputs", "threshold": 1.0, "file": "ood.safetensors", "sha256": sha256}
+    old = load_detector(SimpleNamespace(name="old", ood=section, card_dir=str(tmp_path)))
+    new = load_detector(SimpleNamespace(name="new", ood={**section, "combine": "gated"}, card_dir=str(tmp_path)))
+    assert (old.combine, new.combine) == ("max", "gated")
+    assert old.score(np.array([[0.2, 0.9]]))[0] == 0.9 and new.score(np.array([[0.2, 0.9]]))[0] == 0.2
