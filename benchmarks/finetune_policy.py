@@ -106,8 +106,8 @@ def tables(work: Path, seeds: list[int]):
                                 f"data.args.val_fraction={0.15 * rows / len(table):.6f}"], target=target)
 
 
-def audio(work: Path, seeds: list[int]):
-    """FSDD digits 5-9 at 15, 50 and 150 clips per digit, from ast_tiny pretrained on digits 0-4 (one run, seed 0)."""
+def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150)):
+    """FSDD digits 5-9 at ``sizes`` clips per digit, from ast_tiny pretrained on digits 0-4 (one run, seed 0)."""
     from hub.run.train import train
 
     pretrained = sorted((work / "pretrain").glob("*/metrics.json"))
@@ -115,7 +115,7 @@ def audio(work: Path, seeds: list[int]):
         str(REPO / "recipes/audio/ast_tiny_fsdd_digits_0_4.yaml"), ["seed=0", f"output_dir={work / 'pretrain'}"],
         progress=False)
     recordings = data_dir() / "fsdd" / "recordings"
-    for per_digit in (15, 50, 150):
+    for per_digit in sizes:
         root = work / f"fsdd_5_9_{per_digit}"
         for path in sorted(recordings.glob("*.wav")):
             digit, speaker, index = path.stem.split("_")
@@ -182,11 +182,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--image-sizes", type=int, nargs="+", default=[100, 1000],
                         help="images per class of the image cells")
+    parser.add_argument("--audio-sizes", type=int, nargs="+", default=[15, 50, 150],
+                        help="clips per digit of the audio cells")
     parser.add_argument("--report", action="store_true", help="print the markdown table of the results file")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="finetune_policy_"))
     for domain in args.domains:
-        options = {"sizes": tuple(args.image_sizes)} if domain == "images" else {}
+        options = {"images": {"sizes": tuple(args.image_sizes)}, "audio": {"sizes": tuple(args.audio_sizes)}}.get(
+            domain, {})
         for entry in globals()[domain](work / domain, args.seeds, **options):
             _save(entry)
             print(json.dumps({k: entry[k] for k in ("cell", "seed", "chosen", "seconds")}), flush=True)
