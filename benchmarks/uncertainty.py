@@ -558,7 +558,9 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
              "the others).", "",
              "## Out-of-distribution scores", "",
              "Scores and thresholds: `hub/uncertainty/ood.py`; threshold at the 99th percentile of the validation "
-             f"split's scores (a 1% false-alarm rate). Flagged in-distribution: the first {TEST_ITEMS} test inputs "
+             "split's scores (a 1% false-alarm rate); the scores combined as the card's `ood.combine` says (`gated` "
+             "for the near-shift models, fitted now; `max` for the shipped tags' cards, fitted before the gated rule). "
+             f"Flagged in-distribution: the first {TEST_ITEMS} test inputs "
              "(all rows for tables and survival tables, all test nodes of a graph); card: the whole test split, as the "
              "card records it. AUROC: of `ood_score`, the shifted set "
              f"(at most {SHIFTED_ITEMS} inputs; a near set's: all of it) against those test inputs, then of the plain "
