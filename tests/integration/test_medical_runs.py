@@ -141,7 +141,7 @@ def test_icu_run_predicting_with_its_logistic_regression_refuses_it_tampered(tmp
     run = Path(out.split("run folder: ")[1].split()[0])
     entry, card = json.loads((run / "metrics.json").read_text())["predictor"], hub.model_card(str(run))
     assert entry["asked"] == entry["chosen"] == card.predictor["chosen"] == "baseline" and entry["weight"] == 0.0
-    assert card.predictor["baseline"]["name"] == "LogisticRegression" and entry["metric"] == "val/acc"
+    assert card.predictor["baseline"]["name"] == "LogisticRegression" and entry["metric"] == "val/nll"
     assert card.predictor["baseline"]["file"] == "baseline.skops" and "predictor: baseline" in out
     kept = {r["id"]: r for r in csv.DictReader(open(run / "baseline_predictions.csv"))}  # the test stays
     ids = sorted(kept)[:2]
