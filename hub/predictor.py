@@ -45,7 +45,6 @@ from hub.io import atomic_write_bytes
 PREDICTORS = ("auto", "model", "baseline", "blend")
 WEIGHTS = tuple(i / 10 for i in range(11))  # the blend's weight on the model's output
 TASKS = ("classification", "regression", "survival")
-MIN_PROBABILITY = 1e-12  # a class given probability 0 (absent from a baseline's training data) scores finitely
 # the types of a fitted HistGradientBoosting (classifier or regressor) that skops does not trust by default
 # (scikit-learn's estimators, numpy arrays and builtins it does): the allow-list of the kinds that keep one
 HIST_GRADIENT_BOOSTING_TYPES = ("sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
@@ -62,12 +61,12 @@ def selection_metric(task: str) -> tuple[str, bool]:
 
 def scores(task: str, labels, outputs) -> dict[str, float]:
     """Metrics of ``outputs`` against ``labels``: classification (``outputs`` (N, C) probabilities, ``labels`` (N,)
-    class indices): ``acc``, ``nll`` (the mean negative log probability of the true class, probabilities clipped at
-    :data:`MIN_PROBABILITY`), and ``auroc`` for two classes or macro ``f1`` for more; regression (values (N,) or
-    (N, K, ...)): ``rmse`` and ``mae`` over the labels that are not NaN (NaN: a missing reading, as a traffic
-    target's, which the run's masked metrics leave out too; NaN when every label is); survival (risks (N,), higher
-    for an earlier event; ``labels`` (N, 2): time and event): ``cindex``, Harrell's C."""
-    from sklearn.metrics import f1_score, roc_auc_score
+    class indices): ``acc``, ``nll`` (scikit-learn's ``log_loss`` over all C classes, so a class given probability 0
+    by a baseline that never saw it scores finitely), and ``auroc`` for two classes or macro ``f1`` for more;
+    regression (values (N,) or (N, K, ...)): ``rmse`` and ``mae`` over the labels that are not NaN (NaN: a missing
+    reading, as a traffic target's, which the run's masked metrics leave out too; NaN when every label is); survival
+    (risks (N,), higher for an earlier event; ``labels`` (N, 2): time and event): ``cindex``, Harrell's C."""
+    from sklearn.metrics import f1_score, log_loss, roc_auc_score
 
     labels, outputs = np.asarray(labels), np.asarray(outputs, dtype=np.float64)
     if selection_metric(task)[0] == "cindex":
@@ -83,9 +82,9 @@ def scores(task: str, labels, outputs) -> dict[str, float]:
             return {"rmse": float("nan"), "mae": float("nan")}
         return {"rmse": float(np.sqrt(np.mean(error ** 2))), "mae": float(np.mean(np.abs(error)))}
     predicted = outputs.argmax(1)
-    true_class = outputs[np.arange(len(labels)), labels.astype(np.int64)]
     out = {"acc": float(np.mean(predicted == labels)),
-           "nll": float(-np.mean(np.log(np.clip(true_class, MIN_PROBABILITY, 1.0))))}
+           # rows renormalised first: float32 softmaxes sum to 1 only within rounding, which log_loss warns about
+           "nll": float(log_loss(labels, outputs / outputs.sum(1, keepdims=True), labels=np.arange(outputs.shape[1])))}
     if outputs.shape[1] == 2:
         out["auroc"] = float(roc_auc_score(labels, outputs[:, 1])) if len(np.unique(labels)) == 2 else float("nan")
     else:
