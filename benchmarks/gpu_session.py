@@ -38,29 +38,24 @@ and test), 256 training images, one epoch, fp32 (``tests/integration/test_gpu_se
 with other work, ``OMP_NUM_THREADS=1`` makes it several times faster (15 s against 50-100 s on two cores).
 
 The device machine (one H200; torch 2.11, Lightning, timm, no pydantic, no network) receives the checkout and the
-carried paths, 64 MiB in all per call. The checkout alone is about 56.5 MiB and CIFAR-10's JPEGs 18.6 MB even as
-.tar.xz, so the data travels in pieces over consecutive calls while the machine stays warm (30 s after a call):
+carried paths, 64 MiB in all per call. The shipped weights are 63 MiB of the 65 MiB checkout (2026-12-06), so they
+are set aside for the calls, and CIFAR-10's JPEGs (18.6 MB as .tar.xz) then travel in the session's one call:
 
 1. Here, once: ``HUB_DATA_DIR=../shared/data bash benchmarks/gpu_pack.sh``. It writes ``.gpu/whl/`` (the wheels),
    ``.gpu/cifar10.tar.xz`` with its ``.sha256``, ``.gpu/parts/cifar10.tar.xz.partNN`` sized to what a call can
-   carry beside the checkout, and ``.gpu/CALLS.txt``: the exact ``run`` calls, in order (three, for a 56.5 MiB
-   checkout). Rerun it when the checkout has grown.
-2. On the device, back to back: each part but the last copied into the ignored ``.gpu_stage/`` (kept between
-   warm calls)::
+   carry beside the checkout without its weights, and ``.gpu/CALLS.txt``: the exact ``run`` calls, in order (one,
+   with the weights aside; more parts, each staged by a call of its own, if the checkout grows).
+   Then ``bash benchmarks/gpu_pack.sh --aside``: the shipped weights move to ``.gpu_aside/`` (ignored).
+2. On the device, the call of ``.gpu/CALLS.txt`` (one line; wrapped here)::
 
-     run(command="mkdir -p .gpu_stage && cp .gpu/parts/cifar10.tar.xz.part00 .gpu_stage/ && ls -l .gpu_stage",
-         carry=[".gpu/parts/cifar10.tar.xz.part00"], timeout_s=60)      # and part01 likewise
-
-   then the session with the last part (the command is one line, wrapped here; ``.gpu/CALLS.txt`` has it
-   verbatim)::
-
-     run(command="mkdir -p .gpu_stage && cp .gpu/parts/cifar10.tar.xz.part02 .gpu_stage/ && python3 -m pip install
+     run(command="mkdir -p .gpu_stage && cp .gpu/parts/cifar10.tar.xz.part00 .gpu_stage/ && python3 -m pip install
          -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .gpu/whl/*.whl && export
          PYTHONPATH=/tmp/site:$PWD && PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu_session --out $OUT
          --data-archive .gpu_stage/cifar10.tar.xz.part* --data-sha256 $(cat .gpu/cifar10.tar.xz.sha256)",
-         carry=[".gpu/whl", ".gpu/cifar10.tar.xz.sha256", ".gpu/parts/cifar10.tar.xz.part02"], timeout_s=600)
+         carry=[".gpu/whl", ".gpu/cifar10.tar.xz.sha256", ".gpu/parts/cifar10.tar.xz.part00"], timeout_s=600)
 
-   A part lost to a machine that went cold fails the sha256 check before anything runs: stage again from part00.
+   A part lost to a machine that went cold (several parts) fails the sha256 check before anything runs.
+   Here, after the calls: ``bash benchmarks/gpu_pack.sh --restore`` (checked against git).
 3. Here: ``cat bundle.tgz.part* | tar xz`` in the fetched folder; ``cards/`` holds the published models (copy them
    into ``vision/pretrained/``), ``gpu_section.md`` the section for ``benchmarks/results/RESULTS.md``.
 """
@@ -247,11 +242,12 @@ def check_environment(device_type: str) -> dict:
 
 # --- b. data ----------------------------------------------------------------------------------------------------
 
-def extract_archive(parts: list[Path], sha256: str | None, dest: Path) -> None:
-    """Concatenate the archive ``parts`` (in order), check their sha256 when given, extract into ``dest``."""
+def extract_archive(parts: list[Path], sha256: str | None, dest: Path, option: str = "--data-archive") -> None:
+    """Concatenate the archive ``parts`` (in order), check their sha256 when given, extract into ``dest``; errors
+    name the command-line ``option`` that gave the parts."""
     absent = [str(p) for p in parts if not p.is_file()]
     if absent:
-        raise SessionError(f"--data-archive: {absent} not found")
+        raise SessionError(f"{option}: {absent} not found")
     dest.mkdir(parents=True, exist_ok=True)
     joined, digest = dest / "cifar10-archive", hashlib.sha256()
     with open(joined, "wb") as out:
@@ -261,7 +257,7 @@ def extract_archive(parts: list[Path], sha256: str | None, dest: Path) -> None:
             out.write(data)
     if sha256 and digest.hexdigest() != sha256.strip().lower():
         sizes = [p.stat().st_size for p in parts]
-        raise SessionError(f"--data-archive: the {len(parts)} parts ({sizes} bytes) have sha256 {digest.hexdigest()}, "
+        raise SessionError(f"{option}: the {len(parts)} parts ({sizes} bytes) have sha256 {digest.hexdigest()}, "
                            f"not {sha256}: a part is missing or corrupt; stage them all again")
     with tarfile.open(joined, "r:*") as archive:
         archive.extractall(dest, filter="data")

@@ -97,7 +97,8 @@ class TrainerSection(_Strict):
     max_epochs: int = Field(10, ge=1)
     # early stopping ends no run before this many epochs (None: from the first); the time budget still may
     min_epochs: int | None = Field(None, ge=0)
-    # the run's time budget (None: no limit), checked at each epoch's end: no epoch starts once it is spent
+    # the time budget of one call of train (None: no limit), checked at each epoch's end: no epoch starts once it
+    # is spent; a resumed run (--resume) gets it afresh
     max_minutes: float | None = Field(None, gt=0.0)
     accelerator: Literal["auto", "cpu", "gpu", "cuda", "mps"] = "auto"
     devices: int | Literal["auto"] = "auto"

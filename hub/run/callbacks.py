@@ -1,8 +1,10 @@
-"""What plugs into the fitting trainer: the atomic checkpoint IO, the EMA of the weights, airbench's lookahead, the
-per-epoch metrics table (``metrics.csv``) and the joint improvement rule of several monitored metrics."""
+"""What plugs into the fitting trainer: the atomic checkpoint IO, the checkpoints and time budget of a run that may
+resume elsewhere, the EMA of the weights, airbench's lookahead, the per-epoch metrics table (``metrics.csv``) and the
+joint improvement rule of several monitored metrics."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -24,6 +26,35 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location=None, weights_only=None):
         return torch.load(path, map_location=map_location or "cpu", weights_only=True)
+
+
+class ModelCheckpoint(pl.callbacks.ModelCheckpoint):
+    """Lightning's ModelCheckpoint, whose state a resumed run keeps when its folder has moved (copied to another
+    machine and back, as ``benchmarks/gpu_slot.py`` does between device calls): Lightning's own drops the best score
+    when the checkpoint's ``dirpath`` differs from the current one, so a resumed run's first epoch became the best
+    whatever its score, and ``best.ckpt`` was overwritten by a worse epoch. The run folder moves as a whole, so the
+    saved paths are moved with it. Named as Lightning's, so that its state keeps its key in checkpoints."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        saved = state_dict.get("dirpath")
+        if saved and self.dirpath and saved != self.dirpath:
+            def moved(path: Any) -> Any:
+                return self.dirpath + path[len(saved):] if isinstance(path, str) and path.startswith(saved) else path
+
+            state_dict = {**{k: moved(v) for k, v in state_dict.items()}, "dirpath": self.dirpath,
+                          "best_k_models": {moved(k): v for k, v in state_dict.get("best_k_models", {}).items()}}
+        super().load_state_dict(state_dict)
+
+
+class Timer(pl.callbacks.Timer):
+    """Lightning's Timer, counting the time of this call of :func:`hub.run.train.train` only: Lightning's own
+    restores the time already spent from a resumed run's checkpoint, so a run resumed past its budget would stop at
+    its first epoch's end. Here ``trainer.max_minutes`` is what one call (one session on a lent machine) may spend,
+    and a run longer than one call goes on with ``attnhub train --resume RUN_DIR`` (``benchmarks/gpu_slot.py`` does
+    that across device calls). Named as Lightning's, so that its state keeps its key in checkpoints."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Ignore the elapsed time of the earlier calls (see the class docstring)."""
 
 
 class EMAWeights(EMAWeightAveraging):

@@ -32,7 +32,15 @@ from hub.core.registry import get_dataset_entry, get_model_entry
 from hub.core.weights import sha256_bytes
 from hub.errors import RecipeError, TrainingError
 from hub.recipe import Recipe, load_recipe
-from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, Lookahead, RunRecorder
+from hub.run.callbacks import (
+    AtomicCheckpointIO,
+    EMAWeights,
+    JointImprovement,
+    Lookahead,
+    ModelCheckpoint,
+    RunRecorder,
+    Timer,
+)
 from hub.run.evaluate import single_device_trainer
 from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
 from hub.run.module import HubModule, seed_all
@@ -178,8 +186,6 @@ class EarlyStopping(pl.callbacks.EarlyStopping):
 
 def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, data_callbacks: list[pl.Callback],
              enable_progress: bool = True):
-    from pytorch_lightning.callbacks import ModelCheckpoint, Timer
-
     cfg = recipe.trainer
     monitored = cfg.monitor if isinstance(cfg.monitor, list) else [cfg.monitor or task.monitor]
     modes = {m: task.mode if m == task.monitor else ("min" if "loss" in m or "rmse" in m else "max")

@@ -111,3 +111,38 @@ def test_pack_leaves_out_the_later_weights_when_the_bundle_would_not_come_back(t
     assert f"cards/{first}.safetensors" in names and f"cards/{later}.safetensors" not in names
     assert "BUNDLE TOO LARGE" in (tmp_path / "out" / "session.log").read_text()
     assert later in (tmp_path / "out" / "README.txt").read_text()
+
+
+def test_slot_chain_resumes_across_calls_keeps_its_best_epoch_and_publishes_at_the_end(tmp_path, one_thread):
+    """benchmarks.gpu_slot --smoke three times, each call fed the state parts the previous one returned (as the
+    device calls are): one epoch a call, the best validation epoch carried across the moves, the tag published by the
+    call that finishes the schedule, every output file small enough to come back."""
+    import csv
+    import json
+
+    from benchmarks import gpu_slot
+
+    state: list[str] = []
+    for call in range(1, 4):
+        out = tmp_path / f"call{call}"
+        chained = ["--state", *state, "--state-sha256", (tmp_path / f"call{call - 1}" / "state.sha256").read_text()] \
+            if state else []
+        gpu_slot.main(["--out", str(out), "--smoke", *chained])
+        progress = (out / "progress.md").read_text()
+        assert f"{gpu_slot.SMOKE_TAG}: {call} of 3 epochs" in progress
+        assert (out / "cards.tgz").is_file() == (call == 3)
+        assert len(list(out.iterdir())) <= gpu_session.RETURN_FILES
+        assert all(p.stat().st_size <= gpu_session.PART_BYTES for p in out.iterdir())
+        state = [str(p) for p in sorted(out.glob("state.tgz.part*"))]
+    run = tmp_path / "run"
+    run.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(b"".join(open(p, "rb").read() for p in state)), mode="r:gz") as archive:
+        archive.extractall(run, filter="data")
+    (folder,) = [p.parent for p in run.glob("*/recipe.yaml")]
+    with open(folder / "metrics.csv", newline="") as table:
+        scores = [float(row["val/fg_ari"]) for row in csv.DictReader(table)]
+    best = json.loads((folder / "metrics.json").read_text())["best"]
+    assert len(scores) == 3 and best["value"] == pytest.approx(max(scores))
+    assert best["epoch"] == scores.index(max(scores))
+    with tarfile.open(tmp_path / "call3" / "cards.tgz", mode="r:gz") as archive:
+        assert {f"{gpu_slot.SMOKE_TAG}.json", f"{gpu_slot.SMOKE_TAG}.safetensors"} <= set(archive.getnames())

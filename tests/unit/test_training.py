@@ -370,3 +370,45 @@ def test_an_epoch_without_validation_leaves_the_validation_metrics_out_of_its_ro
         ["epoch", "lr", "step", "train/loss"]]
     rows = (tmp_path / "metrics.csv").read_text().splitlines()
     assert rows[0] == "epoch,step,train/loss,lr,val/acc,monitor/best_at" and rows[3] == "2,0,0.800000011920929,0.1,,"
+
+
+def test_time_budget_is_per_call_a_resumed_run_does_not_inherit_the_time_spent():
+    """trainer.max_minutes is one call's budget: Lightning's Timer would restore the hour spent by earlier calls from
+    the checkpoint and stop the resumed run at its first epoch's end; the hub's ignores it, and keeps its key."""
+    from datetime import timedelta
+
+    import pytorch_lightning as pl
+    from pytorch_lightning.trainer.states import RunningStage
+
+    from hub.run.callbacks import Timer
+
+    spent = {"time_elapsed": {"train": 3600.0, "sanity_check": 0.0, "validate": 0.0, "test": 0.0, "predict": 0.0}}
+    lightnings, hubs = pl.callbacks.Timer(timedelta(minutes=1)), Timer(timedelta(minutes=1))
+    lightnings.load_state_dict(spent)
+    hubs.load_state_dict(spent)
+    assert lightnings.time_elapsed(RunningStage.TRAINING) >= 3600  # what the hub's Timer avoids
+    assert hubs.time_elapsed(RunningStage.TRAINING) == 0.0
+    assert hubs.state_key == lightnings.state_key
+
+
+def test_a_run_folder_that_moved_keeps_its_best_checkpoint_score_on_resume():
+    """A run folder copied elsewhere (to a lent GPU and back) and resumed: Lightning's ModelCheckpoint would drop the
+    best score (its dirpath changed), so the first resumed epoch would overwrite best.ckpt whatever its score."""
+    import pytorch_lightning as pl
+
+    from hub.run.callbacks import ModelCheckpoint
+
+    old, new = "/elsewhere/run/checkpoints", "/here/run/checkpoints"
+    state = pl.callbacks.ModelCheckpoint(dirpath=old, filename="best", monitor="val/acc", mode="max").state_dict()
+    state.update(best_model_score=torch.tensor(0.9), best_model_path=f"{old}/best.ckpt",
+                 best_k_models={f"{old}/best.ckpt": torch.tensor(0.9)}, kth_best_model_path=f"{old}/best.ckpt",
+                 kth_value=torch.tensor(0.9))
+    lightnings = pl.callbacks.ModelCheckpoint(dirpath=new, filename="best", monitor="val/acc", mode="max")
+    with pytest.warns(UserWarning, match="dirpath has changed"):
+        lightnings.load_state_dict(state)
+    assert lightnings.best_model_score is None  # what the hub's checkpoint avoids
+    hubs = ModelCheckpoint(dirpath=new, filename="best", monitor="val/acc", mode="max")
+    hubs.load_state_dict(state)
+    assert float(hubs.best_model_score) == pytest.approx(0.9)
+    assert hubs.best_model_path == f"{new}/best.ckpt" and list(hubs.best_k_models) == [f"{new}/best.ckpt"]
+    assert hubs.state_key == lightnings.state_key
