@@ -42,7 +42,12 @@ every run's is:
   test speaker's digits 5-9 against their digits 0-4;
 - tables: mlp trained on Adult's rows of people born in the United States (``native_country`` dropped from the
   features, so that no unseen category gives the others away; both of Adult's files, split 70/15/15 as a user's
-  table), the rows of people born elsewhere against the test split.
+  table), the rows of people born elsewhere against the test split;
+- RUL: rul_attention trained on the 50 FD001 training engines that lived longer than the median (as unit CSVs, split
+  by engine), given the other 50 engines cut at random cycles (their last window before the cut), against its own
+  held-out engines' windows;
+- traffic: the shipped testam.los_loop (no model trained: the shift needs none), its test windows with 10% of the
+  sensors swapped in pairs (each series a real one, read at another road), against the same test windows.
 """
 from __future__ import annotations
 
@@ -470,8 +475,68 @@ def near_table() -> tuple[str, Path, dict]:
             {"near: people born elsewhere": lambda model, detector, data: _table_scored(model, detector, elsewhere)})
 
 
+def near_rul() -> tuple[str, Path, dict]:
+    """rul_attention on FD001's longer-lived half of the training engines (unit CSVs, split by engine as a user's
+    folder is, the kind's default 40 epochs), given engines of the shorter-lived half cut at random cycles, as
+    FD001's test engines are: each engine's last 30-cycle window before its cut, scaled as ``predict`` scales."""
+    import pandas as pd
+
+    from timeseries.data import read_cmapss_units
+
+    units = read_cmapss_units("train_FD001.txt")
+    lives = {u: len(series) for u, series in units.items()}
+    median = float(np.median(list(lives.values())))
+    sensors = [f"sensor_{i}" for i in range(1, 22)]
+    folder = NEAR_DIR / "data" / "fd001_longer_lived"
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        for unit, series in units.items():
+            if lives[unit] > median:
+                frame = pd.DataFrame(series, columns=sensors)
+                frame.insert(0, "cycle", np.arange(1, len(series) + 1))
+                frame.to_csv(folder / f"engine_{unit:03d}.csv", index=False)
+    run = near_run("recipes/timeseries/rul_attention_fd001.yaml", "rul_attention_fd001_longer_lived",
+                   ["data.name=sensor_units", f"data.args={{root: {folder}, window: 30, horizon: 10, rul_cap: 125, "
+                                              "batch_size: 128}", "trainer.max_epochs=40"])
+
+    def shorter_lived(model, detector, data) -> Scored:
+        card, rng = model.pretrained_cfg, np.random.default_rng(0)
+        prepare, window = transform(card), card.input_spec["window"]
+        short = [u for u in sorted(units) if lives[u] <= median]
+        windows = []
+        for unit in short:
+            frame = pd.DataFrame(units[unit], columns=sensors)
+            frame.insert(0, "cycle", np.arange(1, lives[unit] + 1))
+            for cut in rng.integers(window, lives[unit] + 1, SHIFTED_ITEMS // len(short) + 1):
+                windows.append(prepare(frame.head(int(cut))))
+        x = torch.stack(windows[:SHIFTED_ITEMS])
+        return scored(model, detector, x, torch.zeros(len(x), card.input_spec["horizon"]))
+
+    return (f"rul_attention on FD001 engines living over {median:.0f} cycles", run,
+            {f"near: engines failing within {median:.0f} cycles": shorter_lived})
+
+
+def swapped_sensors(x: torch.Tensor, share: float, generator: torch.Generator) -> torch.Tensor:
+    """Traffic windows ``x`` (S, T, N sensors, C) with ``share`` of the sensors swapped in pairs (the same pairs in
+    every window): each swapped series is a real one of the network, read at another road."""
+    chosen = torch.randperm(x.shape[2], generator=generator)[:2 * max(1, round(share * x.shape[2] / 2))]
+    order = torch.arange(x.shape[2])
+    order[chosen] = chosen.view(-1, 2).flip(1).reshape(-1)
+    return x[:, :, order]
+
+
+def near_traffic() -> tuple[str, str, dict]:
+    """The shipped testam.los_loop (no model trained for it: the shift needs none), given its test windows with 10%
+    of the sensors swapped in pairs: the near case of the far "sensors permuted" (all of them)."""
+    def swapped(model, detector, data) -> Scored:
+        x, y = _tensors(data.test_dataloader(), SHIFTED_ITEMS)
+        return scored(model, detector, swapped_sensors(x, 0.1, torch.Generator().manual_seed(0)), y)
+
+    return "testam.los_loop (shipped)", "testam.los_loop", {"near: 10% of sensors swapped in pairs": swapped}
+
+
 NEAR = {"cora": lambda: near_graph("Cora", [5, 6]), "citeseer": lambda: near_graph("CiteSeer", [4, 5]),
-        "fsdd": near_audio, "adult": near_table}
+        "fsdd": near_audio, "adult": near_table, "fd001": near_rul, "los_loop": near_traffic}
 
 
 class NearShift(NamedTuple):
@@ -490,7 +555,7 @@ def near_shift(key: str) -> NearShift:
     """The near shift :data:`NEAR` [``key``]: its model trained (or reused), its detector the one fitted at the end
     of training, the near sets and its test split scored."""
     label, run, sets = NEAR[key]()
-    model = load_run(run).eval()
+    model = (load_run(run) if isinstance(run, Path) else hub.load(run)).eval()  # a run folder, or a shipped tag
     card, detector = model.pretrained_cfg, ood.load_detector(model.pretrained_cfg)
     data = card_data(card)
     data.setup("fit")
@@ -550,16 +615,64 @@ def merged(old: list[str], new: list[str], measured: list[str]) -> list[str]:
     return sorted(rows, key=lambda r: tags.index(r.split(" | ")[0][2:]))
 
 
+FAR_AUROC, FALSE_ALARMS, TIE = 0.95, 0.02, 0.01  # issue 47's targets: far-shift AUROC, false alarms, near-shift tie
+# why a target is missed: (a part of the row's model, a part of its set or "(in-distribution)" for its false alarms,
+# why), written when a run showed the miss, kept as data so that the section below names every miss, explained or not
+MISS_REASONS = [
+    ("fsdd", "(in-distribution)", "FSDD's test split is one speaker not heard in training, while the threshold comes "
+                                  "from the training speakers' validation clips: the flagged share is a speaker shift, "
+                                  "not a false-alarm rate"),
+    ("testam.los_loop", "(in-distribution)", "the split is in time order, and the test windows (the last 20% of the "
+                                             "week) hold congestion unlike the training days' (the range check flags "
+                                             "4.5%, the sensors' order 3.0%)"),
+    ("testam.los_loop", "speeds in km/h", "a km/h speed of a slow road is within the range of the network's mph "
+                                          "speeds, and in the sensors' order"),
+    ("breastmnist", "(in-distribution)", "156 test scans (one is 0.6%) and a threshold from the 99% quantile of 78 "
+                                         "validation scans"),
+    ("", "another node's features", "every input is a real node's features beside the wrong neighbours, a near shift "
+                                    "in all but name; no baseline reaches 0.95 either"),
+    ("rul_attention on FD001", "(in-distribution)", "the test split is 7 engines (1,508 windows, each engine's "
+                                                    "alike) and the threshold comes from 6 validation engines"),
+    ("rul_attention on FD001", "near:", "a window of an engine that fails sooner looks like one of an engine that "
+                                        "fails later: no score tells them apart (all near chance)"),
+]
+
+
+def target_misses(rows: list[str]) -> list[str]:
+    """Issue 47's targets checked on the OOD table's ``rows``: each miss, with its reason from :data:`MISS_REASONS`
+    (or 'not explained')."""
+    misses, alarms_seen = [], set()
+    for row in rows:
+        cells = [c.strip() for c in row.strip("| ").split(" | ")]
+        label, alarms, shifted = cells[0], float(cells[3].rstrip("%")) / 100, cells[4]
+        found = {name: float(v) for name, v in zip(("ood_score", *BASELINES), cells[5:11]) if v != "—"}
+        if shifted.startswith("near:"):
+            plain = [found[b] for b in ("MSP", "energy", "width") if b in found]
+            if plain and found["ood_score"] < max(plain) - TIE:
+                misses.append((label, shifted, f"near shift: ood_score {found['ood_score']:.3f} below the best of "
+                                               f"MSP, energy and width ({max(plain):.3f})"))
+        elif found["ood_score"] < FAR_AUROC:
+            misses.append((label, shifted, f"far shift: ood_score {found['ood_score']:.3f} < {FAR_AUROC}"))
+        if alarms > FALSE_ALARMS and label not in alarms_seen:
+            alarms_seen.add(label)
+            misses.append((label, "(in-distribution)", f"false alarms {alarms:.1%} on the test split > "
+                                                       f"{FALSE_ALARMS:.0%}"))
+    return [f"| {label} | {shifted} | {miss} | "
+            f"{next((why for m, s, why in MISS_REASONS if m in label and s in shifted), 'not explained')} |"
+            for label, shifted, miss in misses]
+
+
 def write_report(path: Path, ood_table: list[str], calibration_table: list[str], measured: list[str]) -> None:
     """Write the report at ``path``: its rows of the ``measured`` tags replaced by these tables' (:func:`merged`)."""
     old = path.read_text().splitlines() if path.is_file() else []
+    ood_rows_all = merged(table_rows(old, OOD_HEADER), ood_table, measured)
     lines = ["# Uncertainty of the shipped tags", "",
              "Written by `python -m benchmarks.uncertainty` (a run rewrites the rows of the tags it measures and keeps "
              "the others).", "",
              "## Out-of-distribution scores", "",
              "Scores and thresholds: `hub/uncertainty/ood.py`; threshold at the 99th percentile of the validation "
              "split's scores (a 1% false-alarm rate); the scores combined as the card's `ood.combine` says (`gated` "
-             "for the near-shift models, fitted now; `max` for the shipped tags' cards, fitted before the gated rule). "
+             "everywhere: every shipped tag's detector was refitted on 2026-12-06, its weights unchanged). "
              f"Flagged in-distribution: the first {TEST_ITEMS} test inputs "
              "(all rows for tables and survival tables, all test nodes of a graph); card: the whole test split, as the "
              "card records it. AUROC: of `ood_score`, the shifted set "
@@ -571,15 +684,23 @@ def write_report(path: Path, ood_table: list[str], calibration_table: list[str],
              "the model has none; best: the highest AUROC of the row (ties at three decimals all named). Far "
              "shifts are the rows of the shipped tags; near shifts ('near: ...') are inputs of the same source that "
              "a model trained here without them was not trained on (held-out classes of a graph, FSDD digits 5-9 for "
-             "a model of digits 0-4, Adult's people born outside the US for a model of those born there; "
-             "`benchmarks/uncertainty.py`), its detector fitted at the end of training as every run's is. FSDD's "
+             "a model of digits 0-4, Adult's people born outside the US for a model of those born there, FD001 engines "
+             "that fail sooner for a model of those that fail later, Los-loop windows with 10% of the sensors swapped "
+             "for the shipped model; `benchmarks/uncertainty.py`), its detector fitted at the end of training as "
+             "every run's is; CIFAR-10's held-out classes are in `open_set.md`. FSDD's "
              "test split is a speaker not heard in "
              "training (the validation split holds the training speakers' clips), so its flagged share is a "
              "speaker shift, not a false-alarm rate. Los-loop's shifted windows come from Los-loop itself: no other "
              "road network's speeds are here; its split is in time order, and its test windows (the last 20% of "
              "the week) hold congestion unlike the training days' (7.5% flagged: the range check 4.5%, the "
              "sensors' order 3.0%).", "",
-             *OOD_HEADER, *merged(table_rows(old, OOD_HEADER), ood_table, measured), "",
+             *OOD_HEADER, *ood_rows_all, "",
+             "### Targets missed", "",
+             f"Issue 47's targets: on a near shift, `ood_score`'s AUROC at least the best of MSP and energy (a "
+             f"regression's interval width) less {TIE}; on a far shift at least {FAR_AUROC}; at most "
+             f"{FALSE_ALARMS:.0%} of the test split flagged (the card's rate). Each miss of the table above, and why "
+             "(`MISS_REASONS` in `benchmarks/uncertainty.py`):", "",
+             "| model | shifted set | missed | why |", "|---|---|---|---|", *target_misses(ood_rows_all), "",
              "## Calibration and intervals", "",
              "Classifiers: temperature scaling fitted on the validation split; expected calibration error (15 "
              "equal-width bins) and NLL before / after dividing the logits by the temperature. Regressions: 90% "

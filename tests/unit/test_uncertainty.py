@@ -503,3 +503,18 @@ def test_a_card_fitted_before_the_gated_rule_keeps_the_largest_score(tmp_path):
     new = load_detector(SimpleNamespace(name="new", ood={**section, "combine": "gated"}, card_dir=str(tmp_path)))
     assert (old.combine, new.combine) == ("max", "gated")
     assert old.score(np.array([[0.2, 0.9]]))[0] == 0.9 and new.score(np.array([[0.2, 0.9]]))[0] == 0.2
+
+
+def test_gated_combination_counts_a_silent_score_wherever_it_speaks():
+    """grey_energy is 0 on every input of the common kind: below its quantile it still ranks a grey input above the
+    model's score (CIFAR-10's photos in grey); ``inputs`` below its quantile does not; a silent score at 0 leaves the
+    model's score as it is, negative too."""
+    from hub.uncertainty.ood import Detector
+
+    statistics = {"scales": torch.ones(3, dtype=torch.float64)}
+    gated = Detector(["energy", "inputs", "grey_energy"], statistics, 0.0)
+    components = np.array([[0.2, 0.6, 0.0],   # colour, ordinary input: the model's score
+                           [0.2, 0.0, 0.6],   # grey, below grey_energy's quantile: counts
+                           [-0.5, 0.9, 0.0],  # a confident colour input: its negative model score stays
+                           [0.2, 1.5, 0.0]])  # the input summary past its quantile: counts
+    np.testing.assert_allclose(gated.score(components), [0.2, 0.6, -0.5, 1.5])
