@@ -70,3 +70,4 @@ def test_traffic_sensors_swapped():
     found = _measured("los_loop")
     assert found["ood_score"] >= found["width"] - TIE, found
     assert found["width"] == pytest.approx(0.475, abs=MARGIN)
+
