@@ -5,7 +5,7 @@
 (``--policy full-recipe-lr``: a full fine-tune at the card's own learning rate) is trained too, as the floor the
 issue sets. The input kind's classical baseline is fitted on the same split by ``finetune`` itself.
 
-    HUB_DATA_DIR=../shared/data python -m benchmarks.finetune_policy tables audio images --seeds 0 1
+    HUB_DATA_DIR=../shared/data python -m benchmarks.finetune_policy tables audio images breastmnist --seeds 0 1
     python -m benchmarks.finetune_policy --report   # benchmarks/results/finetune_policy.md from the JSON
 
 Cells (every test split fixed per cell, never trained on, the same for every seed):
@@ -17,7 +17,8 @@ Cells (every test split fixed per cell, never trained on, the same for every see
   other three speakers, from ``ast_tiny`` pretrained on digits 0-4 alone (``recipes/audio/ast_tiny_fsdd_digits_0_4
   .yaml``, once, seed 0), so the digits are new to it;
 - images: CIFAR-10 images from ``train_rest/`` (never seen by ``coat_lite_micro_32.cifar10``, which was trained on
-  ``train/``) at 100 and 1,000 per class, tested on 200 per class of the official test split.
+  ``train/``) at 100 and 1,000 per class, tested on 200 per class of the official test split;
+- breastmnist: BreastMNIST's scans at 100 per class and all 546, from the same tag, tested on the official 156.
 Results accumulate in ``benchmarks/results/finetune_policy.json`` (one entry per cell and seed, written after each).
 """
 from __future__ import annotations
@@ -146,6 +147,20 @@ def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000)):
             yield run_cell(cell, "coat_lite_micro_32.cifar10", root, seed, work)
 
 
+def breastmnist(work: Path, seeds: list[int], sizes: tuple[int | None, ...] = (100, None)):
+    """BreastMNIST as PNG class folders (:func:`benchmarks.user_data.breastmnist_folders`) at ``sizes`` training
+    scans per class (None: all 546, 147 malignant), the official validation (78) and test (156) scans, fine-tuned
+    from ``coat_lite_micro_32.cifar10``: grey ultrasound scans, far from the source's photos."""
+    from benchmarks.user_data import breastmnist_folders
+
+    for per_class in sizes:
+        root = breastmnist_folders(work / f"breastmnist_{per_class or 'all'}", per_class)
+        cell = {"cell": f"BreastMNIST, {f'{per_class} per class' if per_class else 'all 546'} training scans",
+                "domain": "images", "size": per_class or 546}
+        for seed in seeds:
+            yield run_cell(cell, "coat_lite_micro_32.cifar10", root, seed, work)
+
+
 def report() -> str:
     """The markdown table of the results file: per cell, each candidate's test metric (mean ± std over seeds),
     ``auto``'s chosen run, the previous default and the baseline."""
@@ -177,7 +192,7 @@ def _spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("domains", nargs="*", help="cells to run: tables, audio, images")
+    parser.add_argument("domains", nargs="*", help="cells to run: tables, audio, images, breastmnist")
     parser.add_argument("--work", type=Path, help="folder for the written datasets and the runs (default: a temp)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--image-sizes", type=int, nargs="+", default=[100, 1000],

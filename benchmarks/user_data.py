@@ -66,22 +66,30 @@ def _finetune_rows(name: str, data: Path, described: str, overrides: list[str], 
 VISION_TAGS = ("airbench_cbam_32.cifar10", "resnet_cbam_micro_32.cifar10", "coat_lite_micro_32.cifar10")
 
 
-def vision(work: Path, seeds: list[int], tags: tuple[str, ...] = VISION_TAGS) -> list[str]:
-    """BreastMNIST (the official npz) as PNG class folders: train/ 100 images per class (the first of the official
-    train split), val/ and test/ the official ones; each of ``tags`` (CIFAR-10 tags: 32x32 RGB, the 28x28 grey
-    images are converted) fine-tuned with the fine-tune policy's defaults, vs logistic regression on pixels."""
+def breastmnist_folders(root: Path, train_per_class: int | None) -> Path:
+    """BreastMNIST (the official npz) written as PNG class folders under ``root``: ``train/`` the first
+    ``train_per_class`` images of each class of the official train split (None: all), ``val/`` and ``test/`` the
+    official ones; returns ``root``."""
     from PIL import Image
 
     arrays = np.load(data_dir() / "medmnist" / "breastmnist.npz")
-    root = work / "breastmnist_png"
     classes = ["malignant", "normal_or_benign"]  # labels 0 and 1
     for split in ("train", "val", "test"):
         images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"].reshape(-1)
         for label, name in enumerate(classes):
             (root / split / name).mkdir(parents=True, exist_ok=True)
-            picked = np.flatnonzero(labels == label)[:100 if split == "train" else None]
+            picked = np.flatnonzero(labels == label)[:train_per_class if split == "train" else None]
             for i in picked:
                 Image.fromarray(images[i]).save(root / split / name / f"{split}_{i}.png")
+    return root
+
+
+def vision(work: Path, seeds: list[int], tags: tuple[str, ...] = VISION_TAGS) -> list[str]:
+    """BreastMNIST (the official npz) as PNG class folders: train/ 100 images per class (the first of the official
+    train split), val/ and test/ the official ones; each of ``tags`` (CIFAR-10 tags: 32x32 RGB, the 28x28 grey
+    images are converted) fine-tuned with the fine-tune policy's defaults, vs logistic regression on pixels."""
+    arrays = np.load(data_dir() / "medmnist" / "breastmnist.npz")
+    root = breastmnist_folders(work / "breastmnist_png", 100)
     described = "BreastMNIST PNG folders: 100 train images per class, official val (78) and test (156)"
     overrides = ["trainer.accelerator=cpu"]  # the fine-tune policy's defaults: --policy auto, at most 30 epochs
     rows = [row for tag in tags for row in _finetune_rows(tag, root, described, overrides, seeds, work)]
