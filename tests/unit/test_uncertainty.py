@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from sklearn.metrics import roc_auc_score
 
 import hub
 from hub.errors import HubError
@@ -470,51 +471,69 @@ def test_split_outputs_keeps_features_for_baselines_and_the_model_own_logits():
     assert torch.allclose(kept.logits, model(x).detach()) and torch.allclose(plain.logits, kept.logits)
 
 
-def test_gated_combination_ranks_by_the_model_score_while_input_scores_are_quiet_and_flags_what_max_flags():
-    """Issue 47: an input score below its quantile (in-distribution noise) must not outrank the model's score, as it
-    did under ``max`` on near shifts; past its quantile it counts as under ``max``, so each combination's own
-    validation threshold flags at least what ``max`` flags."""
+def test_excess_combination_keeps_the_model_ranking_where_inputs_are_ordinary_and_flags_far_inputs():
+    """Issue 47: an input score below its quantile must not outrank the model's score (as under ``max``), and one
+    just past it (1% of in-distribution inputs) must not lift an input above every near-shift one (as under
+    ``gated``); far past it, it counts by as much as it is past."""
     from hub.uncertainty.ood import Detector, _quantile_scale
 
     rng = np.random.default_rng(0)
     val = np.c_[rng.exponential(1.0, 1000), rng.exponential(1.0, 1000)]  # in-distribution: model score, input score
+    test = np.c_[rng.exponential(1.0, 1000), rng.exponential(1.0, 1000)]
     near = np.c_[rng.exponential(3.0, 500), rng.exponential(1.0, 500)]  # the model unsure, the input ordinary
-    far = np.c_[rng.exponential(1.0, 50), rng.exponential(30.0, 50)]  # the model sure, the input far off
+    far = np.c_[rng.exponential(1.0, 50), rng.uniform(20.0, 60.0, 50)]  # the model sure, the input far off
     statistics = {"scales": torch.tensor([_quantile_scale(c, 0.01) for c in val.T], dtype=torch.float64)}
-    gated = Detector(["energy", "inputs"], statistics, 0.0)
-    largest = dataclasses.replace(gated, combine="max")
+    excess = Detector(["energy", "inputs"], statistics, 0.0)
+    gated, largest = (dataclasses.replace(excess, combine=c) for c in ("gated", "max"))
+    assert excess.combine == "excess"
     quiet = near[:, 1] < statistics["scales"][1].item()
-    np.testing.assert_allclose(gated.score(near)[quiet], near[quiet, 0] / statistics["scales"][0].item())
-    inputs = np.r_[val, near, far]
-    assert (gated.score(inputs) <= largest.score(inputs)).all()
-    flagged = {d.combine: d.score(inputs) > _quantile_scale(d.score(val), 0.01) for d in (gated, largest)}
-    assert flagged["gated"][flagged["max"]].all() and flagged["gated"][-50:].mean() > 0.9
+    np.testing.assert_allclose(excess.score(near)[quiet], near[quiet, 0] / statistics["scales"][0].item())
+    auroc = {d.combine: roc_auc_score(np.r_[np.zeros(1000), np.ones(500)], d.score(np.r_[test, near]))
+             for d in (excess, gated, largest)}
+    model_alone = roc_auc_score(np.r_[np.zeros(1000), np.ones(500)], np.r_[test, near][:, 0])
+    assert auroc["excess"] >= model_alone - 0.002 and auroc["excess"] > auroc["gated"] > auroc["max"]
+    flagged = excess.score(far) > _quantile_scale(excess.score(val), 0.01)
+    assert flagged.all()
+    with_nan = excess.score(np.array([[0.5, np.nan], [0.5, np.inf]]) * statistics["scales"].numpy())
+    assert with_nan[0] == 0.5 and with_nan[1] == np.inf
     # every score an input score (no model score to keep): the largest, as before
+    inputs = np.r_[val, near, far]
     assert (Detector(["range", "inputs"], statistics, 0.0).score(inputs) == largest.score(inputs)).all()
 
 
-def test_a_card_fitted_before_the_gated_rule_keeps_the_largest_score(tmp_path):
+def test_a_card_keeps_the_combination_it_was_fitted_with(tmp_path):
     from hub.core.weights import save_state_dict
     from hub.uncertainty.ood import load_detector
 
     sha256 = save_state_dict({"scales": torch.ones(2, dtype=torch.float64)}, tmp_path / "ood.safetensors")
     section = {"score": "energy+inputs", "threshold": 1.0, "file": "ood.safetensors", "sha256": sha256}
     old = load_detector(SimpleNamespace(name="old", ood=section, card_dir=str(tmp_path)))
-    new = load_detector(SimpleNamespace(name="new", ood={**section, "combine": "gated"}, card_dir=str(tmp_path)))
-    assert (old.combine, new.combine) == ("max", "gated")
-    assert old.score(np.array([[0.2, 0.9]]))[0] == 0.9 and new.score(np.array([[0.2, 0.9]]))[0] == 0.2
+    gated, new = (load_detector(SimpleNamespace(name=c, ood={**section, "combine": c}, card_dir=str(tmp_path)))
+                  for c in ("gated", "excess"))
+    assert (old.combine, gated.combine, new.combine) == ("max", "gated", "excess")
+    components = np.array([[0.2, 0.9], [0.2, 1.5]])
+    np.testing.assert_allclose(old.score(components), [0.9, 1.5])
+    np.testing.assert_allclose(gated.score(components), [0.2, 1.5])
+    np.testing.assert_allclose(new.score(components), [0.2, 0.7])
 
 
-def test_gated_combination_counts_a_silent_score_wherever_it_speaks():
+def test_a_silent_score_counts_wherever_it_speaks():
     """grey_energy is 0 on every input of the common kind: below its quantile it still ranks a grey input above the
     model's score (CIFAR-10's photos in grey); ``inputs`` below its quantile does not; a silent score at 0 leaves the
-    model's score as it is, negative too."""
+    model's score as it is, negative too; past its quantile, an input score counts over a model score floored at 0."""
     from hub.uncertainty.ood import Detector
 
     statistics = {"scales": torch.ones(3, dtype=torch.float64)}
-    gated = Detector(["energy", "inputs", "grey_energy"], statistics, 0.0)
+    excess = Detector(["energy", "inputs", "grey_energy"], statistics, 0.0)
     components = np.array([[0.2, 0.6, 0.0],   # colour, ordinary input: the model's score
                            [0.2, 0.0, 0.6],   # grey, below grey_energy's quantile: counts
                            [-0.5, 0.9, 0.0],  # a confident colour input: its negative model score stays
-                           [0.2, 1.5, 0.0]])  # the input summary past its quantile: counts
-    np.testing.assert_allclose(gated.score(components), [0.2, 0.6, -0.5, 1.5])
+                           [0.2, 1.5, 0.0],   # the input summary past its quantile: its excess counts
+                           [0.2, 1.5, 0.9],   # a silent score is not added (it is no excess over a quantile)
+                           [-3.0, 2.0, 0.0]])  # a confident model does not cancel an input's excess: 0 + 1
+    np.testing.assert_allclose(excess.score(components), [0.2, 0.6, -0.5, 0.7, 0.9, 1.0])
+    gated = dataclasses.replace(excess, combine="gated")
+    np.testing.assert_allclose(gated.score(components), [0.2, 0.6, -0.5, 1.5, 1.5, 2.0])
+    # past the largest value validation held (1.8 here), an input score counts in full, as under gated
+    held = dataclasses.replace(excess, statistics={**statistics, "maxima": torch.tensor([9.0, 1.8, 9.0])})
+    np.testing.assert_allclose(held.score(components), [0.2, 0.6, -0.5, 0.7, 0.9, 2.0])
