@@ -364,7 +364,8 @@ class Detector:
           model's whole ranking.
         - ``max`` (cards fitted before): the largest scaled score.
         """
-        scaled = components / self.statistics["scales"].double().numpy()
+        scales = self.statistics["scales"].double().numpy()
+        scaled = components / scales
         if self.combine == "max" or scaled.shape[1] == 1 or self.scores[0] in INPUT_SCORES:
             return scaled.max(1)
         model, later = scaled[:, 0], scaled[:, 1:]
@@ -379,10 +380,8 @@ class Detector:
         combined = np.where(excess > 0, np.maximum(model, 0.0) + excess, model)
         # past the largest value the validation split held, an input score counts in full, as under gated (the same
         # noise: its input summary at 2.0 times its quantile, 1.58 at most on validation; 42% flagged without this)
-        maxima = self.statistics.get("maxima")
-        beyond = (np.full(len(scaled), -np.inf) if maxima is None else np.where(
-            ~silent & (later > (maxima.double().numpy() / self.statistics["scales"].double().numpy())[1:]),
-            later, -np.inf).max(1))
+        maxima = self.statistics.get("maxima", torch.full_like(self.statistics["scales"], float("inf")))
+        beyond = np.where(~silent & (later > (maxima.double().numpy() / scales)[1:]), later, -np.inf).max(1)
         return np.maximum.reduce([combined, speaking, beyond])
 
     def flag(self, score: np.ndarray) -> np.ndarray:
