@@ -16,7 +16,7 @@ Cells (every test split fixed per cell, never trained on, the same for every see
 - audio: FSDD digits 5-9 at 15, 50 and 150 clips per digit (george, jackson, lucas), tested on the 750 clips of the
   other three speakers, from ``ast_tiny`` pretrained on digits 0-4 alone (``recipes/audio/ast_tiny_fsdd_digits_0_4
   .yaml``, once, seed 0), so the digits are new to it;
-- images: CIFAR-10 images from ``train_rest/`` (never seen by ``coat_lite_micro_32.cifar10``, which was trained on
+- images: CIFAR-10 images from ``train_rest/`` (never seen by ``coat_lite_micro_32.cifar10_20k``, which was trained on
   ``train/``) at 100, 1,000 and 3,000 per class (all of ``train_rest/``: the issue's 5,000 would need images the tag
   was trained on), tested on 200 per class of the official test split;
 - breastmnist: BreastMNIST's scans at 100 per class and all 546, from the same tag, tested on the official 156.
@@ -145,13 +145,13 @@ def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 30
                     shutil.copyfile(path, target / path.name)
         cell = {"cell": f"CIFAR-10 train_rest, {per_class} per class", "domain": "images", "size": per_class}
         for seed in seeds:
-            yield run_cell(cell, "coat_lite_micro_32.cifar10", root, seed, work)
+            yield run_cell(cell, "coat_lite_micro_32.cifar10_20k", root, seed, work)
 
 
 def breastmnist(work: Path, seeds: list[int], sizes: tuple[int | None, ...] = (100, None)):
     """BreastMNIST as PNG class folders (:func:`benchmarks.user_data.breastmnist_folders`) at ``sizes`` training
     scans per class (None: all 546, 147 malignant), the official validation (78) and test (156) scans, fine-tuned
-    from ``coat_lite_micro_32.cifar10``: grey ultrasound scans, far from the source's photos."""
+    from ``coat_lite_micro_32.cifar10_20k``: grey ultrasound scans, far from the source's photos."""
     from benchmarks.user_data import breastmnist_folders
 
     for per_class in sizes:
@@ -159,7 +159,7 @@ def breastmnist(work: Path, seeds: list[int], sizes: tuple[int | None, ...] = (1
         cell = {"cell": f"BreastMNIST, {f'{per_class} per class' if per_class else 'all 546'} training scans",
                 "domain": "images", "size": per_class or 546}
         for seed in seeds:
-            yield run_cell(cell, "coat_lite_micro_32.cifar10", root, seed, work)
+            yield run_cell(cell, "coat_lite_micro_32.cifar10_20k", root, seed, work)
 
 
 def report() -> str:

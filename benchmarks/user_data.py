@@ -63,7 +63,7 @@ def _finetune_rows(name: str, data: Path, described: str, overrides: list[str], 
             f"{', '.join(map(str, seeds))} |"]
 
 
-VISION_TAGS = ("airbench_cbam_32.cifar10", "resnet_cbam_micro_32.cifar10", "coat_lite_micro_32.cifar10")
+VISION_TAGS = ("airbench_cbam_32.cifar10", "resnet_cbam_micro_32.cifar10", "coat_lite_micro_32.cifar10_20k")
 
 
 def breastmnist_folders(root: Path, train_per_class: int | None) -> Path:

@@ -80,7 +80,7 @@ POLICY_CHANGES = {"linear-probe": PolicyChanges(freeze_backbone=True),
 # auto's candidates by training examples per class (a classifier's training examples over its classes; else all its
 # training examples as one class): (from this many per class, the candidates of a family with a classifier, those of
 # one without); the last row the data reaches applies. A linear probe and LP-FT suit small data; on a medium image
-# folder (5,000 photos in 10 classes) coat_lite_micro_32.cifar10 reached 0.640 test accuracy fine-tuned whole at
+# folder (5,000 photos in 10 classes) coat_lite_micro_32.cifar10_20k reached 0.640 test accuracy fine-tuned whole at
 # its card's learning rate and 0.562 with LP-FT, whose backbone at a tenth of it was still underfitting. A
 # classifier's full fine-tune at the recipe's rate is a candidate at every size: on FSDD digits 5-9 at 15 clips per
 # digit (benchmarks/results/finetune_policy.md) it reached 0.688 against LP-FT's 0.625, and its validation loss

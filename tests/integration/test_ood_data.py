@@ -71,7 +71,7 @@ def test_digits_noise_and_inverted_images_are_flagged():
     assert _flagged(model, detector, DataLoader(TensorDataset(inverted, y), batch_size=100)) >= 0.8
 
 
-@pytest.mark.parametrize("tag", ["vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10",
+@pytest.mark.parametrize("tag", ["vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10_20k",
                                  "halonet_micro_32.cifar10", "resnet_cbam_micro_32.cifar10",
                                  "airbench_cbam_32.cifar10", "cct_4_3x2_32.cifar10"])
 def test_cifar10_model_flags_breastmnist_scans(tag):

@@ -8,10 +8,11 @@ from hub.errors import DataError, HubError
 from hub.testing import assert_overfits, params_without_grad
 
 SMALL = ["vit_micro_patch4_32", "coat_lite_micro_32", "resnet_cbam_micro_32", "halonet_micro_32",
-         "airbench_cbam_micro_32", "cct_2_3x2_32"]
+         "airbench_cbam_micro_32", "airbench_halo_micro_32", "cct_2_3x2_32"]
 
 
-LARGE = ["vit_tiny_patch4_32", "coat_lite_tiny_32", "resnet_cbam18_32", "airbench_cbam_32", "cct_7_3x1_32"]
+LARGE = ["vit_tiny_patch4_32", "coat_lite_tiny_32", "resnet_cbam18_32", "airbench_cbam_32", "airbench_halo_32",
+         "cct_7_3x1_32"]
 
 
 @pytest.mark.parametrize("name", SMALL + LARGE)
@@ -54,6 +55,28 @@ def test_airbench_whitening_from_data_and_test_time_augmentation():
     assert torch.allclose(model(x), 0.5 * (logits[0] + logits[1]), atol=1e-5)
     with pytest.raises(DataError, match="tta must be one of"):
         hub.create_model("airbench_cbam_micro_32", tta="many")
+
+
+def test_padded_halo_attention_sees_its_block_and_halo_only():
+    """On a 7x7 map (padded to 8x8: four 4x4 blocks, each attending to itself and a halo of 1 pixel) a change at
+    (5, 5) reaches the bottom-right block's outputs alone; one at (4, 4), in every block's halo, reaches all four
+    blocks. The output keeps the input's size."""
+    from vision.models.airbench_halo import PaddedHaloAttn
+
+    torch.manual_seed(0)
+    attn = PaddedHaloAttn(16, num_heads=2, block_size=4, halo_size=1).eval()
+    x = torch.randn(1, 16, 7, 7)
+    assert attn(x).shape == (1, 16, 7, 7)
+
+    def moved(row: int, col: int) -> torch.Tensor:  # (7, 7): outputs changed by a change of x at (row, col)
+        changed = x.clone()
+        changed[..., row, col] += 1.0
+        return (attn(changed) - attn(x)).abs().sum(1)[0] > 1e-6
+
+    inner = moved(5, 5)
+    assert inner[4:, 4:].all() and not inner[:4].any() and not inner[:, :4].any()
+    edge = moved(4, 4)
+    assert edge[:4, :4].any() and edge[:4, 4:].any() and edge[4:, :4].any() and edge[4:, 4:].all()
 
 
 def test_halonet_input_size_error_says_what_it_needs():

@@ -1,15 +1,7 @@
-"""A convolutional network designed for speed, airbench's (Jordan 2024, "94% on CIFAR-10 in 3.29 Seconds on a
-Single GPU"), with CBAM attention (Woo et al., ECCV 2018) closing every block.
-
-From airbench94 (credited, re-implemented: airbench is a training script, not a library): a first 2x2 convolution
-that whitens the input patches, fixed after being computed from the training images' patch covariance
-(:meth:`AirbenchCBAM.initialize_from_data`, called by training before the first step); three blocks of
-``conv 3x3 -> max-pool 2 -> BN -> GELU -> conv 3x3 -> BN -> GELU`` at widths 64/256/256; convolutions initialised
-as identities on their first input channels (Dirac); BatchNorm without a scale (a bias only); a global max-pool and
-a bias-free linear classifier whose logits are scaled by 1/9; test-time augmentation in eval mode (the mean of the
-logits of the image and its mirror, and of both shifted by one pixel up-left and down-right). The training side
-(label smoothing, the norm biases' larger learning rate, lookahead, batch flips and translations) is the recipe's.
-CBAM (the core's :class:`~hub.attention.cbam.CBAM`: channel, then spatial attention) multiplies each block's output.
+"""airbench's network (Jordan 2024, "94% on CIFAR-10 in 3.29 Seconds on a Single GPU"; :mod:`vision.models.airbench`)
+with CBAM attention (Woo et al., ECCV 2018) closing every block: ``conv 3x3 -> max-pool 2 -> BN -> GELU -> conv 3x3 ->
+BN -> GELU``, then CBAM (the core's :class:`~hub.attention.cbam.CBAM`: channel, then spatial attention) multiplies the
+block's output.
 
 Shapes:
     x: (B, C, H, W) -> logits (B, num_classes); ``forward_features`` -> (B, num_features, H // 8, W // 8) for even
@@ -20,6 +12,7 @@ torch.Size([2, 10])
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 import torch
@@ -28,33 +21,7 @@ from torch import nn
 
 from hub.attention.cbam import CBAM
 from hub.core.registry import register_model
-from hub.errors import DataError
-
-TTA = ("none", "flip", "flip_translate")
-
-
-class BiasOnlyBatchNorm(nn.BatchNorm2d):
-    """BatchNorm whose scale is fixed at 1: a learned bias only (airbench). airbench's momentum 0.6 is PyTorch's
-    0.4; its epsilon 1e-12."""
-
-    def __init__(self, channels: int, momentum: float = 0.4, eps: float = 1e-12):
-        super().__init__(channels, eps=eps, momentum=momentum, affine=False)
-        self.bias = nn.Parameter(torch.zeros(channels))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return super().forward(x) + self.bias.view(1, -1, 1, 1)
-
-
-class DiracConv(nn.Conv2d):
-    """A 3x3 'same' convolution without bias, its first ``in_channels`` filters initialised as identities."""
-
-    def __init__(self, in_channels: int, out_channels: int):
-        super().__init__(in_channels, out_channels, 3, padding=1, bias=False)
-
-    def reset_parameters(self) -> None:
-        super().reset_parameters()
-        identity = self.weight.data[: min(self.in_channels, self.out_channels)]
-        nn.init.dirac_(identity)
+from vision.models.airbench import AirbenchNet, BiasOnlyBatchNorm, DiracConv
 
 
 class ConvGroup(nn.Module):
@@ -74,78 +41,22 @@ class ConvGroup(nn.Module):
         return self.cbam(x)
 
 
-class AirbenchCBAM(nn.Module):
+class AirbenchCBAM(AirbenchNet):
     """airbench94's network with CBAM after every block.
 
     Args:
         num_classes: outputs of the classifier.
-        in_chans: input channels C; the whitening conv has ``2 * 4 * C`` filters (each whitened 2x2 patch direction
-            and its negative).
+        in_chans: input channels.
         widths: output channels of the three blocks.
         reduction: CBAM's channel-MLP reduction ratio.
         logit_scale: the logits' factor (airbench: 1/9).
-        tta: test-time augmentation in eval mode: ``none``, ``flip`` (mean of the image's and its mirror's logits)
-            or ``flip_translate`` (airbench's level 2: half that, half the same for one-pixel shifts both ways).
+        tta: test-time augmentation in eval mode (:class:`~vision.models.airbench.AirbenchNet`).
     """
 
     def __init__(self, num_classes: int = 10, in_chans: int = 3, widths: tuple[int, int, int] = (64, 256, 256),
                  reduction: int = 16, logit_scale: float = 1 / 9,
                  tta: Literal["none", "flip", "flip_translate"] = "flip_translate"):
-        super().__init__()
-        if tta not in TTA:
-            raise DataError(f"tta must be one of {TTA}, got {tta!r}")
-        self.tta, self.logit_scale, self.num_features = tta, logit_scale, widths[-1]
-        whiten_channels = 2 * 4 * in_chans
-        # fixed (a buffer): computed from the data by initialize_from_data; its bias is learned
-        self.register_buffer("whiten_weight", torch.zeros(whiten_channels, in_chans, 2, 2))
-        self.whiten_bias = nn.Parameter(torch.zeros(whiten_channels))
-        channels = (whiten_channels, *widths)
-        self.blocks = nn.Sequential(*(ConvGroup(channels[i], channels[i + 1], reduction) for i in range(3)))
-        self.head = nn.Linear(widths[-1], num_classes, bias=False)
-        nn.init.dirac_(self.whiten_weight[: in_chans])  # a usable start before initialize_from_data
-
-    @torch.no_grad()
-    def initialize_from_data(self, images: torch.Tensor, eps: float = 5e-4) -> None:
-        """Set the whitening filters from normalised training images (N, C, H, W): the eigenvectors of their 2x2
-        patches' covariance scaled by ``1 / sqrt(eigenvalue + eps)``, and their negatives (airbench)."""
-        c = images.shape[1]
-        patches = images.float().unfold(2, 2, 1).unfold(3, 2, 1)  # (N, C, H-1, W-1, 2, 2)
-        patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(-1, c * 4)  # (N * positions, C * 2 * 2)
-        covariance = patches.T @ patches / len(patches)
-        eigenvalues, eigenvectors = torch.linalg.eigh(covariance)  # ascending
-        filters = (eigenvectors.T / torch.sqrt(eigenvalues + eps)[:, None]).reshape(c * 4, c, 2, 2)
-        self.whiten_weight.copy_(torch.cat([filters, -filters]).to(self.whiten_weight))
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[-1] % 2 or x.shape[-2] % 2 or min(x.shape[-2:]) < 16:
-            raise DataError(f"{type(self).__name__} takes even image sides of at least 16 pixels, got "
-                            f"{x.shape[-2]}x{x.shape[-1]}")
-        x = F.gelu(F.conv2d(x, self.whiten_weight.to(x.dtype), self.whiten_bias))  # (B, 8C, H - 1, W - 1)
-        return self.blocks(x)  # (B, widths[-1], (H - 1) // 8, (W - 1) // 8)
-
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = x.amax(dim=(2, 3))  # global max-pool: (B, C, h, w) -> (B, C)
-        return x if pre_logits else self.head(x) * self.logit_scale
-
-    def reset_classifier(self, num_classes: int) -> None:
-        self.head = nn.Linear(self.num_features, num_classes, bias=False) if num_classes > 0 else nn.Identity()
-
-    def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return self.forward_head(self.forward_features(x))
-
-    def _mirrored(self, x: torch.Tensor) -> torch.Tensor:
-        return 0.5 * (self._logits(x) + self._logits(x.flip(-1)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training or self.tta == "none":
-            return self._logits(x)
-        logits = self._mirrored(x)
-        if self.tta == "flip":
-            return logits
-        h, w = x.shape[-2:]
-        padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
-        shifted = 0.5 * (self._mirrored(padded[..., :h, :w]) + self._mirrored(padded[..., 2:, 2:]))
-        return 0.5 * logits + 0.5 * shifted
+        super().__init__(partial(ConvGroup, reduction=reduction), num_classes, in_chans, widths, logit_scale, tta)
 
     def attention_maps(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Each block's CBAM spatial map. Shapes: x (B, C, H, W) -> {"blocks.0": (B, 1, h0, w0), ...}."""
