@@ -43,6 +43,7 @@ from hub.run.callbacks import (
 )
 from hub.run.evaluate import single_device_trainer
 from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
+from hub.run.host_memory import keep_freed_memory
 from hub.run.module import HubModule, seed_all
 from hub.run.tracking import build_loggers, check_logger_packages, log_test_metrics
 from hub.tasks import Task, create_task
@@ -307,6 +308,7 @@ def intra_op_threads(count: int | None):
 def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, recipe_path: str | None,
                     overrides: list[str] | None) -> Path:
     check_logger_packages(recipe.trainer.loggers)
+    keep_freed_memory()  # each step's activations reuse the last step's memory (hub.run.host_memory)
     seed_all(recipe.seed)
     datamodule = build_data(recipe)
     model = build_model(recipe, datamodule)

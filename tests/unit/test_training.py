@@ -1,7 +1,9 @@
 """Training without training a model: refusals before the first step, the fine-tune policy and its budgets (runs
 faked), parameter groups, learning-rate factors, Lookahead and task options. The runs themselves are in
-tests/integration/test_training_runs.py."""
+tests/integration/test_training_runs.py. Also the allocator setting training makes (hub.run.host_memory)."""
 import json
+import platform
+import subprocess
 import sys
 from pathlib import Path
 
@@ -412,3 +414,31 @@ def test_a_run_folder_that_moved_keeps_its_best_checkpoint_score_on_resume():
     assert float(hubs.best_model_score) == pytest.approx(0.9)
     assert hubs.best_model_path == f"{new}/best.ckpt" and list(hubs.best_k_models) == [f"{new}/best.ckpt"]
     assert hubs.state_key == lightnings.state_key
+
+
+MMAPPED_BLOCKS = """
+import ctypes, sys
+from hub.run.host_memory import keep_freed_memory
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                      "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype, libc.malloc.restype = MallInfo2, ctypes.c_void_p
+kept = keep_freed_memory() if sys.argv[1] == "keep" else None
+before = libc.mallinfo2().hblks
+block = libc.malloc(ctypes.c_size_t(64 << 20))
+print(kept, libc.mallinfo2().hblks - before)
+libc.free(ctypes.c_void_p(block))
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator only")
+def test_keep_freed_memory_serves_large_blocks_from_the_reusable_heap():
+    """A 64 MiB request is a mapped block of its own under glibc's defaults, and comes from the heap (which keeps
+    freed memory for the next step) after keep_freed_memory."""
+    def mapped_blocks(mode: str) -> str:
+        return subprocess.run([sys.executable, "-c", MMAPPED_BLOCKS, mode], capture_output=True, text=True,
+                              check=True).stdout.split()
+
+    assert mapped_blocks("default") == ["None", "1"]
+    assert mapped_blocks("keep") == ["True", "0"]
