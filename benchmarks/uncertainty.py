@@ -75,7 +75,7 @@ from hub.uncertainty import conformal, ood
 
 TAGS = ["vit_digits.sklearn", "vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10_20k",
         "halonet_micro_32.cifar10", "resnet_cbam_micro_32.cifar10", "airbench_cbam_32.cifar10",
-        "airbench_halo_32.cifar10", "cct_4_3x2_32.cifar10",
+        "airbench_halo_32.cifar10", "cct_4_3x2_32.cifar10", "coat_lite_micro_32.cifar10",
         "vit_micro_patch4_32.breastmnist", "coat_lite_micro_32.breastmnist", "resnet_cbam_micro_32.breastmnist",
         "mlp.adult", "tabm.adult",
         "tab_transformer.adult", "tabr.adult",

@@ -69,7 +69,8 @@ def cifar10_test_images() -> dict[str, list]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10_20k",
                                   "halonet_micro_32.cifar10", "resnet_cbam_micro_32.cifar10",
-                                  "airbench_cbam_32.cifar10", "airbench_halo_32.cifar10", "cct_4_3x2_32.cifar10"])
+                                  "airbench_cbam_32.cifar10", "airbench_halo_32.cifar10", "cct_4_3x2_32.cifar10",
+                                  "coat_lite_micro_32.cifar10"])
 def test_raw_cifar10_test_images_reproduce_the_card(name, cifar10_test_images):
     card = hub.model_card(name)
     images = [image for label in card.label_names for image in cifar10_test_images[label]]
