@@ -74,7 +74,7 @@ def test_digits_noise_and_inverted_images_are_flagged():
 @pytest.mark.parametrize("tag", ["vit_micro_patch4_32.cifar10", "coat_lite_micro_32.cifar10_20k",
                                  "halonet_micro_32.cifar10", "resnet_cbam_micro_32.cifar10",
                                  "airbench_cbam_32.cifar10", "airbench_halo_32.cifar10", "cct_4_3x2_32.cifar10",
-                                  "coat_lite_micro_32.cifar10"])
+                                 "coat_lite_micro_32.cifar10"])
 def test_cifar10_model_flags_breastmnist_scans(tag):
     """BreastMNIST's grey ultrasound scans, as a user would give them to a CIFAR-10 model (32x32x3 with CIFAR-10's
     normalisation): at least 65% flagged (measured on these 156 test scans: vit 70%, coat 79%; the four tags' figures
