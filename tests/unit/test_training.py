@@ -436,7 +436,7 @@ libc.free(ctypes.c_void_p(block))
 def test_keep_freed_memory_serves_large_blocks_from_the_reusable_heap():
     """A 64 MiB request is a mapped block of its own under glibc's defaults, and comes from the heap (which keeps
     freed memory for the next step) after keep_freed_memory."""
-    def mapped_blocks(mode: str) -> str:
+    def mapped_blocks(mode: str) -> list[str]:
         return subprocess.run([sys.executable, "-c", MMAPPED_BLOCKS, mode], capture_output=True, text=True,
                               check=True).stdout.split()
 
