@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hub.data import data_dir
+from hub.data import local_copy
 from hub.finetune import finetune
 from hub.io import atomic_write_bytes
 
@@ -87,10 +87,10 @@ def tables(work: Path, seeds: list[int]):
     """Adult's published test rows and the churn table at 500, 5,000 and all rows, each with 2,000 test rows more."""
     from tabular.data import ADULT_COLUMNS
 
-    adult = pd.read_csv(data_dir() / "adult" / "adult.test", header=None, names=ADULT_COLUMNS, skipinitialspace=True,
-                        skiprows=1, na_values="?")
+    adult = pd.read_csv(local_copy("adult", "adult.test") / "adult.test", header=None, names=ADULT_COLUMNS,
+                        skipinitialspace=True, skiprows=1, na_values="?")
     adult["income"] = adult["income"].str.rstrip(".")
-    churn = pd.read_csv(data_dir() / "churn_modelling" / "Churn_Modelling.csv").drop(
+    churn = pd.read_csv(local_copy("churn_modelling", "Churn_Modelling.csv") / "Churn_Modelling.csv").drop(
         columns=["RowNumber", "CustomerId", "Surname"])
     for name, frame, target in (("adult_test_rows", adult, "income"), ("churn", churn, "Exited")):
         order = np.random.default_rng(0).permutation(len(frame))
@@ -112,11 +112,11 @@ def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150)):
     """FSDD digits 5-9 at ``sizes`` clips per digit, from ast_tiny pretrained on digits 0-4 (one run, seed 0)."""
     from hub.run.train import train
 
+    recordings = local_copy("fsdd", "recordings") / "recordings"
     pretrained = sorted((work / "pretrain").glob("*/metrics.json"))
     source = pretrained[0].parent if pretrained else train(
         str(REPO / "recipes/audio/ast_tiny_fsdd_digits_0_4.yaml"), ["seed=0", f"output_dir={work / 'pretrain'}"],
         progress=False)
-    recordings = data_dir() / "fsdd" / "recordings"
     for per_digit in sizes:
         root = work / f"fsdd_5_9_{per_digit}"
         for path in sorted(recordings.glob("*.wav")):
@@ -134,7 +134,7 @@ def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150)):
 
 def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 3000)):
     """CIFAR-10 ``train_rest/`` images at ``sizes`` per class, tested on 200 per class of the official test split."""
-    cifar = data_dir() / "cifar10"
+    cifar = local_copy("cifar10", "train_rest", "test")
     for per_class in sizes:
         root = work / f"cifar10_rest_{per_class}"
         for split, source, count in (("train", "train_rest", per_class), ("test", "test", 200)):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hub.data import data_dir
+from hub.data import local_copy
 from hub.finetune import finetune
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def breastmnist_folders(root: Path, train_per_class: int | None) -> Path:
     official ones; returns ``root``."""
     from PIL import Image
 
-    arrays = np.load(data_dir() / "medmnist" / "breastmnist.npz")
+    arrays = np.load(local_copy("medmnist", "breastmnist.npz") / "breastmnist.npz")
     classes = ["malignant", "normal_or_benign"]  # labels 0 and 1
     for split in ("train", "val", "test"):
         images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"].reshape(-1)
@@ -90,7 +90,7 @@ def vision(work: Path, seeds: list[int], tags: tuple[str, ...] = VISION_TAGS) ->
     """BreastMNIST (the official npz) as PNG class folders: train/ 100 images per class (the first of the official
     train split), val/ and test/ the official ones; each of ``tags`` (CIFAR-10 tags: 32x32 RGB, the 28x28 grey
     images are converted) fine-tuned with the fine-tune policy's defaults, vs logistic regression on pixels."""
-    arrays = np.load(data_dir() / "medmnist" / "breastmnist.npz")
+    arrays = np.load(local_copy("medmnist", "breastmnist.npz") / "breastmnist.npz")
     root = breastmnist_folders(work / "breastmnist_png", 100)
     described = "BreastMNIST PNG folders: 100 train images per class, official val (78) and test (156)"
     overrides = ["trainer.accelerator=cpu"]  # the fine-tune policy's defaults: --policy auto, at most 30 epochs
@@ -134,7 +134,7 @@ def _fsdd_digits_5_9(work: Path) -> Path:
     import shutil
 
     train_speakers = ("george", "jackson", "lucas")
-    recordings = data_dir() / "fsdd" / "recordings"
+    recordings = local_copy("fsdd", "recordings") / "recordings"
     root = work / "fsdd_digits_5_9"
     for path in sorted(recordings.glob("*.wav")):
         digit, speaker, index = path.stem.split("_")
@@ -154,18 +154,19 @@ def timeseries(work: Path, seeds: list[int]) -> list[str]:
     ``traffic_gru`` from scratch. Both train on the CPU with the default recipe of their kind (early stopping)."""
     from timeseries.data import read_cmapss_units
 
+    source = local_copy("los_loop", "los_speed.csv", "los_adj.csv")
+    train_units = read_cmapss_units("train_FD001.txt")  # raises DatasetUnavailable before anything is written
     units = work / "fd001_units"
     units.mkdir(parents=True, exist_ok=True)
     kinds = ("temp", "pressure", "speed", "ratio", "flow", "vibration", "current")
     sensors = [f"{kinds[i % len(kinds)]}_{'abcdefghijklmnopqrstu'[i]}" for i in range(21)]
-    for unit, series in read_cmapss_units("train_FD001.txt").items():
+    for unit, series in train_units.items():
         lines = [",".join(["cycle", *sensors])]
         lines += [",".join([str(cycle), *(repr(float(v)) for v in row)]) for cycle, row in enumerate(series, 1)]
         (units / f"engine_{unit:03d}.csv").write_text("\n".join(lines) + "\n")
 
     traffic = work / "los_loop_folder"
     traffic.mkdir(parents=True, exist_ok=True)
-    source = data_dir() / "los_loop"
     (traffic / "speeds.csv").write_text((source / "los_speed.csv").read_text())  # header: the sensor ids
     ids = (source / "los_speed.csv").read_text().splitlines()[0]
     adjacency = np.loadtxt(source / "los_adj.csv", delimiter=",")
@@ -190,7 +191,8 @@ def graph(work: Path, seeds: list[int]) -> list[str]:
     from graph.data import read_planetoid
 
     raw = read_planetoid("CiteSeer")
-    test_index = [int(line) for line in (data_dir() / "planetoid" / "ind.citeseer.test.index").read_text().split()]
+    test_index = [int(line) for line in (local_copy("planetoid", "ind.citeseer.test.index") /
+                                         "ind.citeseer.test.index").read_text().split()]
     unlabelled = set(range(min(test_index), max(test_index) + 1)) - set(test_index)  # padded by PyG's reader
     folder = work / "citeseer"
     folder.mkdir(parents=True, exist_ok=True)
@@ -259,7 +261,7 @@ def icu(work: Path, seeds: list[int]) -> list[str]:
     from hub.data import stratified_split
     from medical.icu_data import load_grids
 
-    source = data_dir() / "physionet2012"
+    source = local_copy("physionet2012", "Outcomes-a.txt", "set-a")
     grids = load_grids(source)
     heldout = set(grids["ids"][stratified_split(grids["y"], (0.2,) * 5, seed=2012)[0]].tolist())  # the tag's test fold
     folder = work / "physionet2012_fold0"

@@ -96,6 +96,20 @@ def dataset_file(dataset: str, local: Path, url: str | None, sha256: str, num_by
                                           f"local copy) and {err}") from err
 
 
+def local_copy(dataset: str, *parts: str) -> Path:
+    """The local copy of ``dataset`` (``data_dir() / dataset``), checked to hold every one of ``parts`` (files or
+    folders relative to it, e.g. ``"train_rest"``) before anything is built from it.
+
+    Raises :class:`DatasetUnavailable` naming ``dataset`` and the missing parts, so code that writes derived data
+    (benchmark folders, near shifts) stops before writing, and a test suite skips it naming the dataset."""
+    root = data_dir() / dataset
+    missing = [part for part in parts or (".",) if not (root / part).exists()]
+    if missing:
+        raise DatasetUnavailable(dataset, f"{dataset}: {root} lacks {', '.join(missing)}; set HUB_DATA_DIR to the "
+                                          f"folder holding {dataset}/ (see the dataset's PROVENANCE.md)")
+    return root
+
+
 class EpochSampler(Sampler):
     """A random permutation drawn from ``(seed, epoch)`` only, so a resumed run sees the same order.
 

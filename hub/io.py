@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -35,3 +36,19 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to a unique temporary file beside ``path``, fsync, then rename over it."""
     with atomic_file(path) as f:
         f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """A folder to fill for ``path``: a unique temporary folder beside it, renamed to ``path`` when the block ends;
+    removed, with all it holds, when the block raises, so a reader finds either the whole folder or none. ``path``
+    must not exist yet (a finished folder is reused by its callers, never overwritten)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

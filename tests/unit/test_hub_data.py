@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from hub.data import row_numbers, scan_class_folders
-from hub.errors import DataError
+from hub.data import local_copy, row_numbers, scan_class_folders
+from hub.errors import DataError, DatasetUnavailable
+from hub.io import atomic_folder
 
 SUFFIXES = (".wav", ".flac")
 
@@ -56,3 +57,27 @@ def test_row_numbers():
     assert row_numbers(3) == ["1", "2", "3"]  # data rows from 1, the header not counted
     assert row_numbers(2, first=2, source="p.csv") == ["p.csv:2", "p.csv:3"]  # the file's lines below a header
     assert row_numbers(0) == [] and row_numbers(-1, source="p.csv") == []
+
+
+def test_local_copy_names_the_dataset_and_every_missing_part(tmp_path, monkeypatch):
+    monkeypatch.setenv("HUB_DATA_DIR", str(tmp_path))
+    _touch(tmp_path / "cifar10" / "test" / "cat" / "0.jpg")
+    assert local_copy("cifar10", "test/cat") == tmp_path / "cifar10"
+    with pytest.raises(DatasetUnavailable, match="train_rest, test/dog") as raised:
+        local_copy("cifar10", "train_rest", "test/cat", "test/dog")
+    assert raised.value.dataset == "cifar10"
+    with pytest.raises(DatasetUnavailable) as raised:
+        local_copy("fsdd")  # no parts: the dataset's folder itself
+    assert raised.value.dataset == "fsdd"
+
+
+def test_atomic_folder_is_whole_or_absent(tmp_path):
+    target = tmp_path / "derived" / "six_classes"
+    with pytest.raises(DatasetUnavailable):
+        with atomic_folder(target) as written:
+            _touch(written / "train" / "a.jpg")
+            raise DatasetUnavailable("cifar10", "the source ran out half-way")
+    assert not target.exists() and list((tmp_path / "derived").iterdir()) == []  # no half folder, no temporary one
+    with atomic_folder(target) as written:
+        _touch(written / "train" / "a.jpg")
+    assert (target / "train" / "a.jpg").is_file() and list((tmp_path / "derived").iterdir()) == [target]
