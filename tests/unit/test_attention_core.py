@@ -237,3 +237,28 @@ def test_set_models_overfit_eight_sets(name):
     x, mask = torch.randn(8, 6, 3), _mask([6, 5, 4, 3, 6, 2, 1, 6], 6)
     target = torch.randn(8, 2, 5)
     assert_overfits(model, lambda: (model(x, mask) - target).square().mean(), steps=80, lr=1e-2)
+
+
+def test_attention_pool_is_class_attention_and_ignores_token_order():
+    """AttentionPool against the paper's learned aggregation written out (the class token's query over [class token,
+    tokens], residual, MLP, LayerNorm); the pooled vector is unchanged when the tokens are permuted."""
+    from hub.attention import AttentionPool
+
+    torch.manual_seed(0)
+    pool = AttentionPool(8, num_heads=2).eval()
+    tokens = torch.randn(3, 5, 8)
+    block, mha = pool.block, pool.block.attn
+    cls = pool.cls_token.expand(3, -1, -1)
+    context = block.norm_context(torch.cat([cls, tokens], 1))
+
+    def heads(x):
+        return x.view(3, x.shape[1], 2, 4).transpose(1, 2)
+
+    attended = naive_attention(heads(mha.q_proj(block.norm_query(cls))), heads(mha.k_proj(context)),
+                               heads(mha.v_proj(context)))
+    x = cls + mha.out_proj(attended.transpose(1, 2).reshape(3, 1, 8))
+    expected = pool.norm((x + block.mlp(x))[:, 0])
+    torch.testing.assert_close(pool(tokens), expected, rtol=0, atol=1e-5)
+    pooled, weights = pool(tokens, need_weights=True)
+    assert weights.shape == (3, 2, 1, 6) and torch.allclose(weights.sum(-1), torch.ones(3, 2, 1))
+    torch.testing.assert_close(pool(tokens[:, torch.randperm(5)]), pooled, rtol=0, atol=1e-5)

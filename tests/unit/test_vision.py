@@ -8,11 +8,12 @@ from hub.errors import DataError, HubError
 from hub.testing import assert_overfits, params_without_grad
 
 SMALL = ["vit_micro_patch4_32", "coat_lite_micro_32", "resnet_cbam_micro_32", "halonet_micro_32",
-         "airbench_cbam_micro_32", "airbench_halo_micro_32", "cct_2_3x2_32"]
+         "airbench_cbam_micro_32", "airbench_halo_micro_32", "cct_2_3x2_32", "residual_attention_micro_32",
+         "patchconvnet_micro_32"]
 
 
 LARGE = ["vit_tiny_patch4_32", "coat_lite_tiny_32", "resnet_cbam18_32", "airbench_cbam_32", "airbench_halo_32",
-         "cct_7_3x1_32"]
+         "cct_7_3x1_32", "residual_attention_small_32", "patchconvnet_small_32"]
 
 
 @pytest.mark.parametrize("name", SMALL + LARGE)
@@ -187,3 +188,62 @@ def test_image_folder_splits_and_errors_before_training(tmp_path, capsys):
     assert main(["finetune", "vit_digits", "--data", str(root), "--output-dir", str(tmp_path / "runs")]) == 2
     assert "test has classes ['diagonal', 'horizontal'] but" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()  # refused before a run folder was made
+
+
+@pytest.mark.parametrize("combine", ["residual", "naive", "trunk"])
+def test_residual_attention_ablations_train_and_map(combine):
+    """Each way of combining trunk and mask (the paper's ablation) reaches every parameter; the maps are the masks, in
+    (0, 1), one per module at its stage's resolution; with attention pooling, the pool's map sums to at most 1."""
+    torch.manual_seed(0)
+    model = hub.create_model("residual_attention_micro_32", combine=combine, pool="attention", num_classes=4)
+    x = torch.randn(2, 3, 32, 32)
+    model(x).sum().backward()
+    assert not params_without_grad(model)
+    maps = model.eval().attention_maps(x)
+    masks = {k: v for k, v in maps.items() if k != "pool"}
+    if combine == "trunk":
+        assert not masks
+    else:
+        assert {k: tuple(v.shape) for k, v in masks.items()} == {
+            "stages.0.1": (2, 1, 32, 32), "stages.1.1": (2, 1, 16, 16), "stages.2.1": (2, 1, 8, 8)}
+        assert all(((v > 0) & (v < 1)).all() for v in masks.values())
+    assert maps["pool"].shape == (2, 1, 8, 8) and (maps["pool"].sum((2, 3)) <= 1 + 1e-5).all()
+
+
+class _ConstantMask(torch.nn.Module):
+    def __init__(self, value: float):
+        super().__init__()
+        self.value = value
+
+    def forward(self, x):
+        return torch.full_like(x, self.value)
+
+
+def test_attention_residual_learning_with_a_zero_mask_is_the_trunk():
+    """(1 + M) * T with M = 0 is the trunk's output exactly; M * T (naive) with M = 1 is the same, and a mask in
+    between scales the trunk's features, never zeroes them under residual learning."""
+    from vision.models.residual_attention import AttentionModule
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 8, 8)
+    for combine, constant in (("residual", 0.0), ("naive", 1.0)):
+        module = AttentionModule(16, mask_depth=1, combine=combine).eval()
+        trunk_only = module.post(module.trunk(module.pre(x)))
+        module.mask = _ConstantMask(constant)
+        torch.testing.assert_close(module(x), trunk_only)
+    module = AttentionModule(16, mask_depth=1).eval()
+    trunk = module.trunk(module.pre(x))
+    mask = module.soft_mask(x)
+    torch.testing.assert_close(module(x), module.post((1 + mask) * trunk))
+
+
+def test_patchconvnet_pool_map_and_average_ablation():
+    torch.manual_seed(0)
+    model = hub.create_model("patchconvnet_micro_32").eval()
+    maps = model.attention_maps(torch.randn(2, 3, 32, 32))
+    assert maps["pool"].shape == (2, 1, 8, 8) and (maps["pool"] > 0).all()
+    assert hub.create_model("patchconvnet_micro_32", pool="avg").attention_maps(torch.randn(1, 3, 32, 32)) == {}
+    with pytest.raises(DataError, match="divide by its patch of 4"):
+        model(torch.randn(1, 3, 30, 30))
+    with pytest.raises(DataError, match="pool must be one of"):
+        hub.create_model("patchconvnet_micro_32", pool="max")

@@ -5,6 +5,8 @@ from vision.models import (  # noqa: F401  (registers the families)
     cct,
     coat,
     halonet,
+    patchconvnet,
+    residual_attention,
     resnet_cbam,
     slot_autoencoder,
     vit,
