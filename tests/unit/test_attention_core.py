@@ -262,3 +262,52 @@ def test_attention_pool_is_class_attention_and_ignores_token_order():
     pooled, weights = pool(tokens, need_weights=True)
     assert weights.shape == (3, 2, 1, 6) and torch.allclose(weights.sum(-1), torch.ones(3, 2, 1))
     torch.testing.assert_close(pool(tokens[:, torch.randperm(5)]), pooled, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["vit_micro_patch4_32", "cct_2_3x2_32"])
+def test_memory_tokens_leave_the_source_task_bit_identical(family):
+    """Sandler et al.'s masked extension: the source logits stay the frozen model's bit for bit while the new task
+    trains; the new task's token equals the last row of the blocks run on [source tokens, memory, new token] with the
+    source rows masked off the memory and the new token (the paper's mask, written out with timm's own attn_mask);
+    only the memory, the new token and the new head learn."""
+    import hub
+    from hub.attention.memory_tokens import MemoryTokens
+    from hub.testing import params_without_grad
+
+    torch.manual_seed(0)
+    source = hub.create_model(family, num_classes=10).eval()
+    x, y = torch.randn(3, 3, 32, 32), torch.tensor([0, 1, 3])
+    extended = MemoryTokens(source, num_classes=4, tokens_per_layer=3)
+    with torch.no_grad():  # the source task as served
+        before = source(x)
+        new_before = extended(x)
+
+    inputs = []
+    hooks = [b.register_forward_pre_hook(lambda m, args: inputs.append(args[0])) for b in source.blocks]
+    with torch.no_grad():
+        source(x)
+        token = extended.cls_token.expand(3, -1, -1)
+        for block, tokens, memory in zip(source.blocks, inputs, extended.memory):
+            n = tokens.shape[1]
+            sequence = torch.cat([tokens, memory.expand(3, -1, -1), token], 1)
+            allowed = torch.ones(sequence.shape[1], sequence.shape[1], dtype=torch.bool)
+            allowed[:n, n:] = False  # source rows see the source tokens only
+            out = block(sequence, attn_mask=torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf")))
+            torch.testing.assert_close(out[:, :n], block(tokens), rtol=0, atol=1e-5)  # the mask keeps the source path
+            token = out[:, -1:]
+    for hook in hooks:
+        hook.remove()
+    torch.testing.assert_close(extended.head(source.norm(token)[:, 0]), new_before, rtol=0, atol=1e-5)
+
+    optimizer = torch.optim.Adam([p for p in extended.parameters() if p.requires_grad], lr=1e-2)
+    extended.train()
+    for _ in range(3):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(extended(x), y).backward()
+        optimizer.step()
+    trained = {n for n, p in extended.named_parameters() if p.requires_grad}
+    assert trained == {"memory", "cls_token", "head.weight", "head.bias"} and not params_without_grad(extended)
+    with torch.no_grad():
+        after, new_after = extended.eval().forward_both(x)
+    assert torch.equal(after, before), "a source logit changed while the new task trained"
+    assert not torch.allclose(new_after, new_before)  # the new task did train
