@@ -210,3 +210,17 @@ def test_routing_plot_of_testam(tmp_path):
     assert choice.shape == (199, 207) and set(np.unique(choice)) <= {0, 1, 2}
     path = plot_routing(model, data, tmp_path / "routing.png", "val")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_laser_degradation_windows_split_by_laser_and_card_spec():
+    data = get_dataset_entry("laser_degradation").builder(window=4, horizon=4, test_units=[10], val_units=[])
+    data.setup()
+    # 17 levels per laser (the origin prepended): 17 - 4 - 4 + 1 = 10 windows each; 14 training lasers, 1 tested
+    assert len(data.train_set) == 140 and len(data.test_set) == 10 and data.val_set is None
+    x, y = data.test_set[:]
+    assert x.shape == (10, 4, 1) and y.shape == (10, 4)
+    assert x[0, 0, 0] == 0.0 and y[-1, -1] == pytest.approx(12.21)  # laser 10 starts at 0 % and ends at 12.21 %
+    assert data.input_spec["kind"] == "degradation_series" and data.input_spec["step"] == 250.0
+    assert data.output_names[-1] == "level_plus_1000h"
+    with pytest.raises(DataError, match="name \\[16\\]"):
+        get_dataset_entry("laser_degradation").builder(test_units=[16]).setup()
