@@ -224,3 +224,18 @@ def test_laser_degradation_windows_split_by_laser_and_card_spec():
     assert data.output_names[-1] == "level_plus_1000h"
     with pytest.raises(DataError, match="name \\[16\\]"):
         get_dataset_entry("laser_degradation").builder(test_units=[16]).setup()
+
+
+def test_shipped_laser_tag_reproduces_its_card_and_rolls_a_path_to_the_threshold():
+    import torch
+
+    from timeseries.data import read_laser_units
+
+    card = hub.model_card("degradation_gru.laser")
+    measured = evaluate("degradation_gru.laser", progress=False)
+    assert measured["test/rmse"] == pytest.approx(card.metrics["test/rmse"]["values"][0], abs=1e-4)
+    assert "SMALL DATA" in card.notes and card.input_spec["threshold"] == 10.0
+    hours, units = read_laser_units()
+    model = hub.load("degradation_gru.laser")
+    path = model.forecast_path(torch.tensor(units[10][:9], dtype=torch.float32)[None, :, None], 16)[0]
+    assert (path.diff() >= 0).all() and path[-1] > 10.0  # laser 10 (fails at 3374 h) crosses 10% within 4000 h more
