@@ -218,6 +218,67 @@ def deepsurv_whas(batch_size: int = 8192, num_workers: int = 0, seed: int = 0, s
                         split_seed=split_seed, val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
 
 
+GSE7390_INFO = {"source": "GSE7390 (Desmedt et al., Clin. Cancer Res. 2007): 198 node-negative breast cancer patients, "
+                           "76 genes and 4 clinical variables, time to distant metastasis; as scikit-survival ships "
+                           "it (sksurv.datasets.load_breast_cancer)",
+                 "license": "GEO public data; scikit-survival is GPL-3.0",
+                 "stand_in": "for BioFusionNet's TCGA ER+ breast cancer images, genes and clinical data, which are "
+                             "not available here"}
+GSE7390_FOLDS, GSE7390_REPEATS = 5, 3
+
+
+def gse7390_table() -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], list[str]]:
+    """scikit-survival's GSE7390 as ``(x (198, 76 + 7), time (198,), event (198,), genes, clinical)``: the 76 gene
+    probes, then age, size, er (1 = positive) and grade one-hot (4 levels, ``grade=LEVEL``)."""
+    try:
+        from sksurv.datasets import load_breast_cancer
+    except ImportError as err:
+        raise DataError("gse7390 is read from scikit-survival (pip install scikit-survival)") from err
+    frame, target = load_breast_cancer()
+    genes = [c for c in frame.columns if c not in ("age", "er", "grade", "size")]
+    grades = list(frame["grade"].cat.categories)
+    clinical = ["age", "size", "er", *(f"grade={g}" for g in grades)]
+    x = np.column_stack([frame[genes].to_numpy(np.float64), frame["age"].to_numpy(np.float64),
+                         frame["size"].to_numpy(np.float64), (frame["er"] == "positive").to_numpy(np.float64),
+                         *((frame["grade"] == g).to_numpy(np.float64) for g in grades)])
+    return x, target["t.tdm"].astype(np.float64), target["e.tdm"].astype(np.float64), genes, clinical
+
+
+def gse7390_folds(event: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The 15 (train, test) index pairs: 5 folds stratified by event, repeated 3 times (scikit-learn's
+    ``RepeatedStratifiedKFold``, random_state 0), the split the benchmark and the recipe share."""
+    from sklearn.model_selection import RepeatedStratifiedKFold
+
+    splitter = RepeatedStratifiedKFold(n_splits=GSE7390_FOLDS, n_repeats=GSE7390_REPEATS, random_state=0)
+    return list(splitter.split(np.zeros(len(event)), event.astype(int)))
+
+
+class GSE7390Data(SurvivalTableData):
+    """GSE7390's fold ``fold`` (0-14: repeat ``fold // 5``, fold ``fold % 5``) as the test part; validation is
+    carved from the rest as :class:`SurvivalTableData` does."""
+
+    def __init__(self, fold: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        if not 0 <= fold < GSE7390_FOLDS * GSE7390_REPEATS:
+            raise DataError(f"gse7390 fold must be in 0..{GSE7390_FOLDS * GSE7390_REPEATS - 1}, got {fold}")
+        self.fold = fold
+
+    def load(self) -> dict[str, Any]:
+        x, time, event, genes, clinical = gse7390_table()
+        train, test = gse7390_folds(event)[self.fold]
+        return {"train": (x[train], time[train], event[train]), "test": (x[test], time[test], event[test]),
+                "genes": genes, "clinical": clinical,
+                "info": {**GSE7390_INFO, "fold": f"{self.fold % GSE7390_FOLDS} of repeat {self.fold // GSE7390_FOLDS}"}}
+
+
+@register_dataset(task="survival")
+def gse7390(fold: int = 0, batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
+            val_fraction: float = 0.2, loss: str = "weighted", rank_weight: float = 0.0) -> GSE7390Data:
+    """GSE7390 breast cancer (198 patients, 76 genes + clinical, distant metastasis), one of 5 x 3 CV folds."""
+    return GSE7390Data(fold, batch_size=batch_size, num_workers=num_workers, seed=seed, split_seed=split_seed,
+                       val_fraction=val_fraction, loss=loss, rank_weight=rank_weight)
+
+
 class SurvivalCSVData(SurvivalTableData):
     """A user's survival table (CSV with a header): one row per patient, split stratified by event into
     train / validation / test. Gene columns may have empty cells (that gene is masked for that patient); clinical

@@ -34,6 +34,12 @@ over all steps, with zero targets masked, as the traffic literature does.
 
 Road graphs (Los-loop, METR-LA, PEMS-BAY, a user's CSV) are read by :func:`timeseries.io.road_graph`.
 
+Degradation paths: Meeker & Escobar's GaAs lasers (``laser_degradation``: 15 lasers, % operating-current increase
+every 250 h to 4000 h, failure at 10%; only a local copy, there being no fixed public file) and a user's folder of
+degradation CSVs (``degradation_units``: one per unit, a time column and one measure, equally spaced inspections).
+Windows of ``window`` consecutive levels with the next ``horizon`` as targets, split by unit; no scaling (the model
+reads levels in the data's units, divided by its ``scale``). Batches: x (B, window, 1), y (B, horizon).
+
 User sensor data for the RUL models: one CSV per unit (engine, machine), one row per cycle.
 
 Format: a header with a time column (``cycle`` by default) and one column per sensor, named as the
@@ -85,6 +91,7 @@ from hub.errors import DataError, DatasetUnavailable
 from timeseries.io import (
     _unit_files,
     read_adjacency_csv,
+    read_degradation_csv,
     read_speed_csv,
     read_unit_columns,
     read_unit_csv,
@@ -490,3 +497,180 @@ def traffic_csv(root: str, steps_per_day: int = 288, expect_num_nodes: int | Non
     return TrafficCSVData(root, steps_per_day, expect_num_nodes, input_steps=input_steps, output_steps=output_steps,
                           val_fraction=val_fraction, test_fraction=test_fraction, batch_size=batch_size,
                           num_workers=num_workers, seed=seed)
+
+
+# Meeker & Escobar's GaAs laser degradation data (../shared/data/laser_degradation/PROVENANCE.md): no public file
+# to download at a fixed address, so only a local copy is read.
+LASER_FILE = ("laser_degradation", "laser.csv", "7690b595182481b6e1468841e4e14c9aa3e6f35710fb8f73e2aad16b3079687d")
+LASER_INFO = {"source": "GaAs laser degradation, Meeker & Escobar, Statistical Methods for Reliability Data (1998), "
+                        "Example 13.5 / Table C.17: 15 lasers, % operating-current increase every 250 h to 4000 h",
+              "license": "none stated; data published in the textbook",
+              "failure_threshold": 10.0, "inspection_hours": 250}
+
+
+def read_laser_units() -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """The laser data as ``(hours (17,), {unit: (17,) % current increase})``, the origin (0 h, 0 %) prepended."""
+    dataset, name, sha256 = LASER_FILE
+    path = dataset_file(dataset, data_dir() / dataset / name, None, sha256)
+    read_verified(path, sha256)
+    table = np.genfromtxt(path, delimiter=",", names=True)
+    hours = np.unique(table["hours"])
+    units = {}
+    for unit in np.unique(table["unit"]).astype(int):
+        rows = table[table["unit"] == unit]
+        if not np.array_equal(np.sort(rows["hours"]), hours):
+            raise DataError(f"{path}: laser {unit} lacks some of the inspections {hours.tolist()}")
+        units[int(unit)] = np.concatenate([[0.0], rows["current_increase_pct"][np.argsort(rows["hours"])]])
+    return np.concatenate([[0.0], hours]), units
+
+
+def degradation_windows(path: np.ndarray, window: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``window`` consecutive levels of a path and the ``horizon`` levels after them.
+
+    Shapes: (L,) -> x (N, window, 1), y (N, horizon), N = L - window - horizon + 1.
+
+    >>> x, y = degradation_windows(np.arange(6.0), 2, 3)
+    >>> x[:, :, 0].tolist(), y.tolist()
+    ([[0.0, 1.0], [1.0, 2.0]], [[2.0, 3.0, 4.0], [3.0, 4.0, 5.0]])
+    """
+    if len(path) < window + horizon:
+        raise DataError(f"a path of {len(path)} inspections is shorter than window + horizon = {window + horizon}")
+    view = np.lib.stride_tricks.sliding_window_view(path, window + horizon)  # (N, window + horizon)
+    return view[:, :window, None].astype(np.float32), view[:, window:].astype(np.float32)
+
+
+def degradation_output_names(horizon: int, step: float) -> list[str]:
+    """``level_plus_250h``, ... for the ``horizon`` forecast inspections ``step`` hours apart."""
+    return [f"level_plus_{int(step * h)}h" for h in range(1, horizon + 1)]
+
+
+class DegradationPathData(HubDataModule):
+    """Degradation paths (one per unit, equally spaced inspections) as windows, split by unit.
+
+    Batches are ``(x, y)``: x (B, window, 1) levels at ``window`` consecutive inspections, y (B, horizon) the next
+    ``horizon`` inspections. Subclasses implement :meth:`load` and :meth:`split`.
+
+    Args:
+        window: inspections per input.
+        horizon: inspections forecast.
+        batch_size, num_workers, seed: as :class:`hub.data.HubDataModule`."""
+
+    task = "degradation-forecast"
+    measure, time_column, threshold = "level", "time", None
+
+    def __init__(self, window: int = 4, horizon: int = 4, batch_size: int = 32, num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        if window < 2 or horizon < 1:
+            raise DataError(f"expected window >= 2 and horizon >= 1, got window={window}, horizon={horizon}")
+        self.window, self.horizon = window, horizon
+
+    def load(self) -> tuple[float, dict]:
+        """``(step between inspections, {unit: (L,) levels})``."""
+        raise NotImplementedError
+
+    def split(self, units: list) -> tuple[list, list, list]:
+        """The units' ``(train, val, test)`` lists."""
+        raise NotImplementedError
+
+    def _windows(self, paths: list[np.ndarray]) -> TensorDataset | None:
+        if not paths:
+            return None
+        pairs = [degradation_windows(p, self.window, self.horizon) for p in paths]
+        return TensorDataset(torch.from_numpy(np.concatenate([x for x, _ in pairs])),
+                             torch.from_numpy(np.concatenate([y for _, y in pairs])))
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        step, units = self.load()
+        train, val, test = self.split(list(units))
+        self.train_set = self._windows([units[u] for u in train])
+        self.val_set, self.test_set = self._windows([units[u] for u in val]), self._windows([units[u] for u in test])
+        self.input_spec = {"kind": "degradation_series", "window": self.window, "horizon": self.horizon,
+                           "measure": self.measure, "time_column": self.time_column, "step": step,
+                           "threshold": self.threshold}
+        self.output_names = degradation_output_names(self.horizon, step)
+        self.info = {**self.info, "units": {"train": train, "val": val, "test": test}}
+
+    def model_args(self):
+        return {"window": self.window, "horizon": self.horizon}
+
+
+class LaserDegradationData(DegradationPathData):
+    """The 15 GaAs lasers (the origin, 0 h and 0 %, prepended to each path), split by laser.
+
+    Args:
+        test_units: lasers held out for testing (``benchmarks.laser_degradation`` leaves each of the 15 out).
+        val_units: lasers held out to watch training (may be empty: no validation split).
+        **kwargs: those of :class:`DegradationPathData`."""
+
+    measure, time_column, threshold = "current_increase_pct", "hours", LASER_INFO["failure_threshold"]
+
+    def __init__(self, test_units: list[int] | None = None, val_units: list[int] | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.test_units = [5, 10, 15] if test_units is None else list(test_units)
+        self.val_units = [4, 9] if val_units is None else list(val_units)
+        self.info = dict(LASER_INFO)
+
+    def load(self):
+        hours, units = read_laser_units()
+        return float(hours[1] - hours[0]), units
+
+    def split(self, units):
+        unknown = sorted(set(self.test_units + self.val_units) - set(units))
+        if unknown:
+            raise DataError(f"laser_degradation has lasers {sorted(units)}; test_units/val_units name {unknown}")
+        train = [u for u in units if u not in self.test_units + self.val_units]
+        return train, self.val_units, self.test_units
+
+
+@register_dataset(task="degradation-forecast")
+def laser_degradation(window: int = 4, horizon: int = 4, test_units: list[int] | None = None,
+                      val_units: list[int] | None = None, batch_size: int = 32, num_workers: int = 0,
+                      seed: int = 0) -> LaserDegradationData:
+    """Meeker & Escobar's 15 GaAs lasers (% current increase every 250 h), windows split by laser."""
+    return LaserDegradationData(test_units, val_units, window=window, horizon=horizon, batch_size=batch_size,
+                                num_workers=num_workers, seed=seed)
+
+
+class DegradationUnitsData(DegradationPathData):
+    """A folder of a user's degradation CSVs (one per unit: ``time_column`` and ``measure`` columns, equally spaced
+    inspections, no origin row added), split by unit like :class:`SensorUnitsData`.
+
+    Args:
+        root: the folder of unit CSVs.
+        measure, time_column: the columns to read.
+        threshold: the failure level, kept on the card (None: not known).
+        val_fraction, test_fraction, split_seed: the split by unit.
+        **kwargs: those of :class:`DegradationPathData`."""
+
+    def __init__(self, root: str, measure: str = "level", time_column: str = "time", threshold: float | None = None,
+                 val_fraction: float = 0.15, test_fraction: float = 0.15, split_seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.root, self.measure, self.time_column, self.threshold = Path(root), measure, time_column, threshold
+        self.val_fraction, self.test_fraction, self.split_seed = val_fraction, test_fraction, split_seed
+        self.info = {"source": str(self.root), "license": "the user's data"}
+
+    def load(self):
+        files = _unit_files(self.root)
+        step, units = None, {}
+        for f in files:
+            units[f.stem], step = read_degradation_csv(f, self.measure, self.time_column, self.window + self.horizon,
+                                                       step)
+        return step, units
+
+    def split(self, units):
+        kept, test = split_units(list(range(len(units))), self.test_fraction, self.split_seed + 1)
+        train, val = split_units(kept, self.val_fraction, self.split_seed)
+        return [units[i] for i in train], [units[i] for i in val], [units[i] for i in test]
+
+
+@register_dataset(task="degradation-forecast")
+def degradation_units(root: str, measure: str = "level", time_column: str = "time", threshold: float | None = None,
+                      window: int = 4, horizon: int = 4, val_fraction: float = 0.15, test_fraction: float = 0.15,
+                      split_seed: int = 0, batch_size: int = 32, num_workers: int = 0,
+                      seed: int = 0) -> DegradationUnitsData:
+    """A folder of degradation CSVs (time column + one measure column, equally spaced), split by unit."""
+    return DegradationUnitsData(root, measure, time_column, threshold, val_fraction, test_fraction, split_seed,
+                                window=window, horizon=horizon, batch_size=batch_size, num_workers=num_workers,
+                                seed=seed)

@@ -192,6 +192,38 @@ def read_unit_columns(path: str | Path, time_column: str = "cycle") -> list[str]
     return header
 
 
+def read_degradation_csv(path: str | Path, measure: str, time_column: str, window: int,
+                         step: float | None = None) -> tuple[np.ndarray, float]:
+    """One unit's degradation CSV (a ``time_column`` and a ``measure`` column, one row per inspection, equally spaced in
+    time) -> its levels (L,) and the spacing; ``step`` (a model card's) is required when given. Refused, naming the file
+    and row: a missing column, a non-numeric or infinite value, fewer than ``window`` rows, uneven or backward times."""
+    path = Path(path)
+    expected = f"a header '{time_column},{measure}' and one row per inspection, equally spaced"
+    rows = read_csv_rows(path, expected)
+    header = [h.strip() for h in rows[0]]
+    missing = [c for c in (time_column, measure) if c not in header]
+    if missing:
+        raise DataError(f"{path}: expected columns {[time_column, measure]}, got {header}: missing {missing}")
+    columns = [header.index(time_column), header.index(measure)]
+    try:
+        table = np.array([[float(row[i]) for i in columns] for row in rows[1:]], dtype=np.float64).reshape(-1, 2)
+    except (ValueError, IndexError) as err:
+        raise DataError(f"{path}: every row needs a number in {time_column!r} and {measure!r} ({err})") from None
+    if len(table) < max(window, 2):
+        raise DataError(f"{path} has {len(table)} inspections, fewer than the model's window of {window}")
+    bad = np.argwhere(~np.isfinite(table))
+    if len(bad):
+        raise DataError(f"{path}: a NaN/inf value in row {bad[0][0] + 2}; fill or drop it first")
+    gaps = np.diff(table[:, 0])
+    spacing = float(gaps[0]) if step is None else float(step)
+    uneven = np.flatnonzero(~np.isclose(gaps, spacing))
+    if spacing <= 0 or len(uneven):
+        at = int(uneven[0]) if len(uneven) else 0
+        raise DataError(f"{path}: {time_column!r} must go up by {spacing:g} each row (equally spaced inspections, in "
+                        f"time order); row {at + 2} has {table[at, 0]:g}, row {at + 3} has {table[at + 1, 0]:g}")
+    return table[:, 1], spacing
+
+
 def _unit_files(root: Path) -> list[Path]:
     if not root.is_dir():
         raise DataError(f"sensor folder {root} does not exist or is not a folder")

@@ -1,4 +1,5 @@
-"""The time-series input kinds: ``sensor_series`` (one CSV per unit for the RUL models) and ``traffic_series`` (a
+"""The time-series input kinds: ``sensor_series`` (one CSV per unit for the RUL models), ``degradation_series`` (one
+CSV per unit, a degradation measure per inspection, for the degradation-path models) and ``traffic_series`` (a
 folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU). Each gives the default recipe of
 its families (``attnhub finetune rul_attention --data FOLDER``, from scratch) and the classic baseline of
 :mod:`timeseries.baselines` beside every fine-tuned run, kept as the run's predictor (or blended with the model)
@@ -37,7 +38,14 @@ from timeseries.baselines import (
 )
 from timeseries.data import minmax_apply, traffic_features
 from timeseries.explain import explain_routing, explain_units
-from timeseries.io import _unit_files, read_speed_csv, read_unit_columns, speed_series, unit_series
+from timeseries.io import (
+    _unit_files,
+    read_degradation_csv,
+    read_speed_csv,
+    read_unit_columns,
+    speed_series,
+    unit_series,
+)
 
 
 @dataclass(frozen=True)
@@ -237,3 +245,63 @@ class TrafficSeriesKind(InputKind):
         data = DataSection(name="traffic_csv", args={"root": str(path), **steps})
         return scratch_recipe(family, data, {}, start=los_loop, trainer=los_loop.trainer.replace(
             max_epochs=30, early_stopping=EarlyStoppingSection(patience=5)))
+
+
+@dataclass(frozen=True)
+class DegradationSeriesSpec(KindSpec):
+    """A degradation model's input: the last ``window`` levels of ``measure``, inspected every ``step`` (in
+    ``time_column``'s units); it forecasts ``horizon`` inspections; ``threshold`` is the failure level (or None)."""
+
+    window: int
+    horizon: int
+    measure: str
+    time_column: str
+    step: float
+    threshold: float | None = None
+
+
+@register_kind
+class DegradationSeriesKind(InputKind):
+    """One CSV per unit (a laser, a component), one row per inspection, for the degradation-path models."""
+
+    name, domain, Spec = "degradation_series", "timeseries", DegradationSeriesSpec
+    tasks = ("degradation-forecast",)
+    ood = OODProfile(input_scores=("range",))
+    input_form = InputForm.FILE_EACH
+
+    def finetune_data(self, card, path: str) -> DataSection:
+        """The unit CSVs at ``path`` with the card's measure, time column, window and horizon."""
+        spec = self.spec(card)
+        return DataSection(name="degradation_units", args={
+            "root": str(path), "measure": spec.measure, "time_column": spec.time_column, "threshold": spec.threshold,
+            "window": spec.window, "horizon": spec.horizon})
+
+    def predict(self, card, model, paths: Iterable[str],
+                batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+        """Yield ``(names, forecasts (B, horizon))`` from the last ``window`` inspections of each unit CSV."""
+        return predict_per_file(model, paths, self.transform(card), batch_size)
+
+    def transform(self, card) -> Callable[[Any], torch.Tensor]:
+        """A unit CSV's path -> its last ``window`` levels, ``(window, 1)`` (inspections ``step`` apart, checked)."""
+        spec = self.spec(card)
+
+        def prepare(path) -> torch.Tensor:
+            levels, _ = read_degradation_csv(path, spec.measure, spec.time_column, spec.window, spec.step)
+            return torch.tensor(levels[-spec.window:], dtype=torch.float32)[:, None]
+
+        return prepare
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x`` (B, window, 1): increasing levels up to the failure threshold."""
+        spec = card.input_spec
+        steps = torch.rand(size, spec["window"], 1, generator=generator)
+        return batch_axes({"x": steps.cumsum(1) * (spec.get("threshold") or 1.0) / spec["window"]})
+
+    def default_recipe(self, family: str, path: str) -> Recipe:
+        """The laser recipe (recipes/timeseries/degradation_gru_laser.yaml: 4 inspections in, 4 out, AdamW with a
+        cosine schedule, 150 epochs) on the unit CSVs at ``path``, whose columns are ``time`` and ``level`` (other
+        names: ``data.args.time_column=`` / ``data.args.measure=``)."""
+        laser = recipe_file("timeseries/degradation_gru_laser.yaml")
+        args = {k: laser.data.args[k] for k in ("window", "horizon", "batch_size")}
+        return scratch_recipe(family, DataSection(name="degradation_units", args={"root": str(path), **args}), {},
+                              start=laser)

@@ -6,6 +6,9 @@ Batches are ``(x, y)`` with y (B, horizon): the RUL at the window's last cycle a
 ``horizon - 1`` cycles. The loss is the MSE over the whole forecast; the metrics use the RUL *now*
 (column 0), which is what the C-MAPSS literature reports.
 
+The ``degradation-forecast`` task: a degradation measure's next inspections (e.g. a laser's current increase),
+trained with MSE, scored by RMSE and MAE over all forecast inspections.
+
 The ``traffic-forecast`` task: masked MAE, RMSE and MAPE at 15, 30 and 60 minutes (steps 3, 6, 12) and MAE
 over all steps, with zero targets masked, as the traffic literature does.
 """
@@ -70,6 +73,20 @@ class RULRegressionTask(RegressionTask):
             raise DataError(f"the model forecasts {tuple(pred.shape[1:])} RUL values per window but the data has "
                             f"{tuple(y.shape[1:])}; set the model's horizon to the data's")
         return F.mse_loss(pred, y), pred[:, 0].detach(), y[:, 0]
+
+
+@register_task("degradation-forecast")
+class DegradationForecastTask(RegressionTask):
+    """MSE on a degradation path's forecast (B, horizon); RMSE and MAE over every forecast inspection, in the
+    measure's units (e.g. % current increase)."""
+
+    def step(self, model, batch, stage):
+        x, y = batch  # (B, window, 1), (B, horizon)
+        pred = model(x)  # (B, horizon)
+        if pred.shape != y.shape:
+            raise DataError(f"the model forecasts {tuple(pred.shape[1:])} inspections per window but the data has "
+                            f"{tuple(y.shape[1:])}; set the model's horizon to the data's")
+        return F.mse_loss(pred, y), pred.detach().flatten(), y.flatten()
 
 
 HORIZONS = {"15": 3, "30": 6, "60": 12}  # minutes -> output step (1-based)

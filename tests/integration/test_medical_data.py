@@ -154,3 +154,12 @@ def test_shipped_tfcam_predicts_physionet_records_as_the_model_on_their_transfor
     got = [[float(next(r[f"prob_{i}"] for i in (1, 2) if r[f"class_{i}"] == c)) for c in card.label_names]
            for r in rows]
     np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def test_shipped_biofusionnet_tag_reproduces_its_card_and_says_it_is_a_stand_in():
+    from hub.run.evaluate import evaluate
+
+    card = hub.model_card("biofusionnet.gse7390")
+    measured = evaluate("biofusionnet.gse7390", progress=False)
+    assert measured["test/cindex"] == pytest.approx(card.metrics["test/cindex"]["values"][0], abs=1e-4)
+    assert "STAND-IN DATA" in card.notes and "TCGA" in card.data["stand_in"]

@@ -210,3 +210,32 @@ def test_routing_plot_of_testam(tmp_path):
     assert choice.shape == (199, 207) and set(np.unique(choice)) <= {0, 1, 2}
     path = plot_routing(model, data, tmp_path / "routing.png", "val")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_laser_degradation_windows_split_by_laser_and_card_spec():
+    data = get_dataset_entry("laser_degradation").builder(window=4, horizon=4, test_units=[10], val_units=[])
+    data.setup()
+    # 17 levels per laser (the origin prepended): 17 - 4 - 4 + 1 = 10 windows each; 14 training lasers, 1 tested
+    assert len(data.train_set) == 140 and len(data.test_set) == 10 and data.val_set is None
+    x, y = data.test_set[:]
+    assert x.shape == (10, 4, 1) and y.shape == (10, 4)
+    assert x[0, 0, 0] == 0.0 and y[-1, -1] == pytest.approx(12.21)  # laser 10 starts at 0 % and ends at 12.21 %
+    assert data.input_spec["kind"] == "degradation_series" and data.input_spec["step"] == 250.0
+    assert data.output_names[-1] == "level_plus_1000h"
+    with pytest.raises(DataError, match="name \\[16\\]"):
+        get_dataset_entry("laser_degradation").builder(test_units=[16]).setup()
+
+
+def test_shipped_laser_tag_reproduces_its_card_and_rolls_a_path_to_the_threshold():
+    import torch
+
+    from timeseries.data import read_laser_units
+
+    card = hub.model_card("degradation_gru.laser")
+    measured = evaluate("degradation_gru.laser", progress=False)
+    assert measured["test/rmse"] == pytest.approx(card.metrics["test/rmse"]["values"][0], abs=1e-4)
+    assert "SMALL DATA" in card.notes and card.input_spec["threshold"] == 10.0
+    hours, units = read_laser_units()
+    model = hub.load("degradation_gru.laser")
+    path = model.forecast_path(torch.tensor(units[10][:9], dtype=torch.float32)[None, :, None], 16)[0]
+    assert (path.diff() >= 0).all() and path[-1] > 10.0  # laser 10 (fails at 3374 h) crosses 10% within 4000 h more

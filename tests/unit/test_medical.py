@@ -30,6 +30,8 @@ def _batch(b=6, genes=4, clinical=5, tiles=3):
     ("survival_fusion", dict(num_genes=0, dim=16, num_heads=2), ("clinical",)),
     ("survival_fusion", dict(dim=16, num_heads=2, clinical_embedding="periodic"), ("clinical", "genes", "gene_mask")),
     ("deepsurv_mlp", dict(num_genes=4), ("clinical", "genes", "gene_mask")),
+    ("biofusionnet", dict(dim=16, num_heads=2), ("clinical", "genes", "gene_mask")),
+    ("biofusionnet", TILES, ("clinical", "genes", "gene_mask", "tiles", "tiles_mask")),
 ])
 def test_forward_shape_and_every_parameter_gets_a_gradient(family, args, keys):
     model = hub.create_model(family, **args)
@@ -471,3 +473,79 @@ def test_icu_logistic_regression_gives_predictor_data_and_loads_through_its_allo
     np.testing.assert_allclose(pipeline.predict_proba(features), kept.baseline["test"])
     with pytest.raises(HubError, match=r"outside the allow-list of its input kind: \['numpy.dtype'\]"):
         load_skops(path, sha256_bytes(path.read_bytes()), ())
+
+
+def _naive_cross_attention(layer, x, context):
+    """:class:`hub.attention.CrossAttention` written out: x + out_proj(softmax(q kᵀ / √d) v) per head, then its MLP."""
+    attn = layer.attn
+    heads, width = attn.num_heads, attn.dim_attn // attn.num_heads
+    q, c = layer.norm_query(x), layer.norm_context(context)
+
+    def split(t):
+        return t.view(t.shape[0], t.shape[1], heads, width).transpose(1, 2)
+
+    q, k, v = split(attn.q_proj(q)), split(attn.k_proj(c)), split(attn.v_proj(c))
+    weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(width), dim=-1)
+    x = x + attn.out_proj((weights @ v).transpose(1, 2).reshape(x.shape[0], x.shape[1], heads * width))
+    return x + layer.mlp(x), weights
+
+
+def test_biofusionnet_co_dual_cross_attention_matches_a_naive_reference():
+    """Co-attention (A <- B, B <- A), then dual cross-attention of the co-attended sides, pooled: in float64."""
+    model = hub.create_model("biofusionnet", num_genes=6, num_clinical=4, dim=16, num_heads=2, dropout=0.0)
+    model = model.double().eval()
+    clinical, genes = torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 6, dtype=torch.float64)
+    a, b = model.genes(genes), model.clinical_tokens(clinical)  # (3, 6, 16), (3, 4, 16)
+    fusion = model.fusion
+    a1, w_ab = _naive_cross_attention(fusion.co_a_to_b, a, b)
+    b1, _ = _naive_cross_attention(fusion.co_b_to_a, b, a)
+    a2, _ = _naive_cross_attention(fusion.dual_a_to_b, a1, b1)
+    b2, w_dual_ba = _naive_cross_attention(fusion.dual_b_to_a, b1, a1)
+    features, maps = model.forward_features(clinical, genes, need_weights=True)
+    assert torch.allclose(features[:, :16], a2.mean(1), atol=1e-10)
+    assert torch.allclose(features[:, 16:32], b2.mean(1), atol=1e-10)
+    assert torch.allclose(maps["co_a_to_b"], w_ab, atol=1e-10) and maps["co_a_to_b"].shape == (3, 2, 6, 4)
+    assert torch.allclose(maps["dual_b_to_a"], w_dual_ba, atol=1e-10)
+
+
+def test_biofusionnet_tiny_overfit_on_the_weighted_cox_loss():
+    from hub.testing import assert_overfits
+
+    torch.manual_seed(0)
+    model = hub.create_model("biofusionnet", dim=16, num_heads=2, dropout=0.0)
+    batch = _batch(b=8)
+    del batch["tiles"], batch["tiles_mask"]
+    time, event = torch.arange(1.0, 9.0), torch.tensor([1.0, 1, 0, 1, 0, 1, 1, 0])
+    # perfect ordering drives every event's term to its lowest: the loss falls well below its start
+    assert_overfits(model, lambda: weighted_cox_loss(model(**batch), time, event), steps=150, lr=1e-2, ratio=0.2)
+
+
+def test_biofusionnet_refuses_missing_modalities_by_name():
+    with pytest.raises(DataError, match="needs genes and clinical"):
+        hub.create_model("biofusionnet", num_genes=0)
+    model = hub.create_model("biofusionnet", dim=16, num_heads=2)
+    with pytest.raises(DataError, match="needs genes of shape"):
+        model(torch.randn(2, 5))
+    with pytest.raises(DataError, match="no image branch"):
+        model(**_batch(b=2))
+    with pytest.raises(DataError, match="give tiles"):
+        hub.create_model("biofusionnet", **TILES)(torch.randn(2, 5), genes=torch.randn(2, 4))
+
+
+def test_gse7390_folds_cover_every_patient_once_per_repeat_and_the_card_spec():
+    from hub.core.registry import get_dataset_entry
+    from medical.survival_data import gse7390_folds, gse7390_table
+
+    x, time, event, genes, clinical = gse7390_table()  # shipped by scikit-survival
+    assert x.shape == (198, 83) and len(genes) == 76 and clinical[:3] == ["age", "size", "er"]
+    folds = gse7390_folds(event)
+    assert len(folds) == 15
+    for repeat in range(3):
+        tests = np.concatenate([folds[5 * repeat + f][1] for f in range(5)])
+        assert sorted(tests.tolist()) == list(range(198))
+    data = get_dataset_entry("gse7390").builder(fold=7)
+    data.setup()
+    assert sum(data.info["sizes"]) == 198 and data.info["sizes"][2] == len(folds[7][1])
+    assert data.input_spec["kind"] == "survival_table" and data.task_args()["loss"] == "weighted"
+    with pytest.raises(DataError, match="fold must be in 0..14"):
+        get_dataset_entry("gse7390").builder(fold=15)

@@ -11,6 +11,7 @@ import hub
 from hub.cli import main
 from hub.core.registry import get_dataset_entry
 from hub.errors import DataError, HubError
+from hub.testing import assert_overfits, params_without_grad
 from timeseries.tasks import NASAScore
 
 RUL_FAMILIES = ["rul_attention", "rul_attention_gru"]
@@ -331,3 +332,92 @@ def test_cross_fitting_names_the_data_arguments_it_needs():
 
     with pytest.raises(HubError, match="data.args.val_fraction and data.args.split_seed"):
         cross_conformal.held_out_outputs(hub.model_card("testam.los_loop"), 0.25, 2, progress=False)
+
+
+# The laser degradation model (degradation_gru): an attention GRU forecasting a degradation path.
+DEGRADATION_TINY = {"window": 5, "horizon": 3, "dim": 16, "num_heads": 2}
+
+
+def _paths(batch: int, length: int) -> torch.Tensor:
+    """Increasing degradation levels (B, length, 1), as a laser's % current increase."""
+    return (torch.rand(batch, length, 1) + 0.1).cumsum(1)
+
+
+def test_degradation_gru_shapes_monotone_forecast_and_rollout():
+    model = hub.create_model("degradation_gru", **DEGRADATION_TINY)
+    x = _paths(4, 5)
+    out = model(x)
+    assert out.shape == (4, 3) and torch.isfinite(out).all()
+    assert (out[:, 0] >= x[:, -1, 0]).all() and (out.diff(dim=1) >= 0).all()  # a degradation path never heals
+    assert model.attention_maps(x)["time"].shape == (4, 2, 1, 5)
+    assert model.forward_head(model.forward_features(x), pre_logits=True).shape == (4, 16)
+    path = model.forecast_path(_paths(2, 9), 7)
+    assert path.shape == (2, 7)
+    history = _paths(2, 9)
+    assert torch.allclose(model.forecast_path(history, 7)[:, :3], model(history[:, -5:]))
+    with pytest.raises(DataError, match=r"\(batch, 5, 1\)"):
+        model(torch.rand(2, 4, 1))
+
+
+def test_degradation_gru_backward_reaches_every_parameter():
+    model = hub.create_model("degradation_gru", **DEGRADATION_TINY, num_layers=2)
+    model(_paths(4, 5)).square().sum().backward()
+    assert not params_without_grad(model)
+
+
+def test_degradation_gru_overfits_eight_windows():
+    torch.manual_seed(0)
+    model = hub.create_model("degradation_gru", **DEGRADATION_TINY)
+    x = _paths(8, 5)
+    y = x[:, -1:, 0] + (torch.rand(8, 3) * 2).cumsum(1)
+    assert_overfits(model, lambda: torch.nn.functional.mse_loss(model(x), y), steps=200, lr=1e-2, ratio=0.1)
+
+
+def test_degradation_gru_attention_matches_a_naive_reference():
+    """The last GRU state's attention over the states, recomputed in float64 as softmax(q kᵀ / √d) per head."""
+    model = hub.create_model("degradation_gru", **DEGRADATION_TINY).double().eval()
+    x = _paths(3, 5).double()
+    weights = model.attention_maps(x)["time"]  # (B, H, 1, T)
+    states, _ = model.gru(model.inputs(x))  # (B, T, D)
+    attn = model.attn
+    heads, width = attn.num_heads, attn.dim_attn // attn.num_heads
+    q = attn.q_proj(states[:, -1:]).view(3, 1, heads, width).transpose(1, 2)
+    k = attn.k_proj(states).view(3, 5, heads, width).transpose(1, 2)
+    v = attn.v_proj(states).view(3, 5, heads, width).transpose(1, 2)
+    naive = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(width), dim=-1)
+    assert torch.allclose(weights, naive, atol=1e-10)
+    context = attn.out_proj((naive @ v).transpose(1, 2).reshape(3, 1, heads * width))
+    assert torch.allclose(model.forward_features(x)[:, :16], context[:, 0], atol=1e-10)
+
+
+def test_threshold_crossing_and_degradation_windows():
+    from timeseries.data import degradation_windows
+    from timeseries.models.degradation_gru import threshold_crossing
+
+    hours = np.array([0.0, 250.0, 500.0, 750.0])
+    assert threshold_crossing(hours, np.array([0.0, 4.0, 8.0, 12.0]), 10.0) == pytest.approx(625.0)
+    assert threshold_crossing(hours, np.array([0.0, 1.0, 2.0, 3.0]), 10.0) == math.inf
+    x, y = degradation_windows(np.arange(10.0), 4, 3)
+    assert x.shape == (4, 4, 1) and y.shape == (4, 3)
+    assert x[1, :, 0].tolist() == [1, 2, 3, 4] and y[1].tolist() == [5, 6, 7]
+    with pytest.raises(DataError, match="shorter than window"):
+        degradation_windows(np.arange(5.0), 4, 3)
+
+
+def test_degradation_csv_is_read_and_bad_files_refused(tmp_path):
+    from timeseries.io import read_degradation_csv
+
+    good = tmp_path / "laser.csv"
+    good.write_text("hours,current_increase_pct\n250,0.5\n500,1.1\n750,1.4\n1000,2.0\n")
+    levels, step = read_degradation_csv(good, "current_increase_pct", "hours", 4)
+    assert step == 250.0 and levels.tolist() == [0.5, 1.1, 1.4, 2.0]
+    with pytest.raises(DataError, match="must go up by 500"):
+        read_degradation_csv(good, "current_increase_pct", "hours", 4, step=500.0)
+    gap = tmp_path / "gap.csv"
+    gap.write_text("hours,current_increase_pct\n250,0.5\n500,1.1\n1000,2.0\n1250,2.4\n")
+    with pytest.raises(DataError, match="row 3 has 500"):
+        read_degradation_csv(gap, "current_increase_pct", "hours", 4)
+    with pytest.raises(DataError, match="missing \\['level'\\]"):
+        read_degradation_csv(good, "level", "hours", 4)
+    with pytest.raises(DataError, match="fewer than the model's window of 6"):
+        read_degradation_csv(good, "current_increase_pct", "hours", 6)
