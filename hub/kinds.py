@@ -123,6 +123,35 @@ class BaselineResult:
 
 
 @dataclass(frozen=True)
+class CrossValidation:
+    """What ``finetune``'s cross-validated choice (:mod:`hub.crossval`) needs from a kind, on a finished run's data:
+    the items it folds (the labelled items outside the test split), how a run trains on the other folds or on every
+    labelled item, and the kind's baselines out of fold.
+
+    ``task``, ``labels`` ((N,) or (N, 2) of the folded items, in their order) and ``label_names`` as for
+    :func:`hub.crossval.fold_indices`; ``groups``: each folded item's group (unit, recording, speaker, patient),
+    or None; ``fold_overrides(k, index, seed)``: recipe overrides that train on the other folds of
+    :func:`~hub.crossval.fold_indices` (the same ``k`` and ``seed``) and validate on fold ``index``;
+    ``refit_overrides``: those that train on every labelled item, test included; ``fold_outputs(run_dir)``: a fold
+    run's model outputs on its validation items, in fold order (as :class:`PredictorData`'s); ``baselines(folds,
+    seed)``: each baseline's out-of-fold outputs by name; ``test(baseline)``: ``(labels, model, baseline)`` on the
+    test split, the model's from the run and the named baseline fitted on the folded items (None: no test split);
+    ``refit(baseline, run_dir)``: the named baseline fitted on every labelled item, saved into ``run_dir`` (the
+    file's path)."""
+
+    task: str
+    labels: Any
+    label_names: list[str] | None
+    groups: Any | None
+    fold_overrides: Callable[[int, int, int], list[str]]
+    refit_overrides: list[str]
+    fold_outputs: Callable[[Path], Any]
+    baselines: Callable[[Any, int], dict[str, Any]]
+    test: Callable[[str], tuple[Any, Any, Any]] | None
+    refit: Callable[[str, Path], Path]
+
+
+@dataclass(frozen=True)
 class OODProfile:
     """The out-of-distribution scores a kind's inputs get (:mod:`hub.uncertainty.ood`, whose module docstring says
     what each measures). The default: the model's own score alone (Mahalanobis of its penultimate features, else the
@@ -195,6 +224,11 @@ class InputKind:
 
     def baseline(self, run_dir) -> BaselineResult | None:
         """A classical baseline fitted and scored on the split of ``run_dir``; None when the kind has none."""
+        return None
+
+    def cross_validation(self, run_dir) -> CrossValidation | None:
+        """What the choice by folds needs on the data of the finished run ``run_dir``; None (the default): the
+        kind's predictor is chosen on the validation split (:mod:`hub.predictor`)."""
         return None
 
     def baseline_outputs(self, card, path: str) -> Any:
