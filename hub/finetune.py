@@ -401,9 +401,9 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
     (each in its own run folder, validated on its fold, early-stopped on it as the run was), the kind's baselines
     are fitted out of fold, :func:`hub.crossval.cv_entry` chooses among the model, the best baseline and their
     blend on every folded item, and the test split (which took no part) scores the members fitted without it.
-    Then the choice is refitted on every labelled item: the model (when it has weight) trains again from the same
-    start for the median of the fold runs' best epochs, without early stopping, keeping its last epoch; the
-    baseline is fitted again. The refit's run folder (``run_dir`` when the baseline alone predicts) is returned,
+    Then the choice is refitted on every labelled item: the model trains again from the same start for the median
+    of the fold runs' best epochs, without early stopping, keeping its last epoch (and the run's temperature); the
+    chosen baseline is fitted again. The refit's run folder is returned,
     with the choice under ``predictor`` in its ``metrics.json`` and card: ``selection: cross-validation``,
     ``cv`` (each member's mean ± std over the folds), ``test`` (held-out, members fitted before the refit),
     ``refit`` and ``figures`` (which figures are cross-validated, which held out).
@@ -443,21 +443,21 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
                 for m, w in weights.items()}
     best_epochs = [json.loads((f / "metrics.json").read_text())["best"]["epoch"] for f in fold_runs]
     epochs = max(1, int(round(float(np.median([e for e in best_epochs if e is not None] or [0])))) + 1)
-    final = run_dir
-    if entry["weight"] > 0:  # the model has weight: trained again on every labelled item
-        refit = [*folded.refit_overrides, f"trainer.max_epochs={epochs}", f"trainer.min_epochs={epochs}",
-                 "trainer.early_stopping.patience=null", "trainer.test_checkpoint=last"]
-        final = train(recipe=_overridden(recipe, refit, run_dir), progress=progress)
-        # its validation items trained: the temperature fitted on them would be overconfident, so the run's own
-        card = read_card(final / "card.json")
-        temperature = read_card(run_dir / "card.json").calibration.get("temperature")
-        if temperature is not None:
-            write_card(with_calibration(card, {"temperature": temperature}), final / "card.json")
+    # the model trains again on every labelled item, also when the baseline alone predicts: the run folder that
+    # predict reads then holds one preprocessing (a survival table's standardisation), fitted on every item
+    refit = [*folded.refit_overrides, f"trainer.max_epochs={epochs}", f"trainer.min_epochs={epochs}",
+             "trainer.early_stopping.patience=null", "trainer.test_checkpoint=last"]
+    final = train(recipe=_overridden(recipe, refit, run_dir), progress=progress)
+    # its validation items trained: a temperature fitted on them would be overconfident, so the run's own is kept
+    card = read_card(final / "card.json")
+    temperature = read_card(run_dir / "card.json").calibration.get("temperature")
+    if temperature is not None:
+        write_card(with_calibration(card, {"temperature": temperature}), final / "card.json")
     path = Path(folded.refit(entry["baseline_name"], final))
     entry.update({
         "selection": "cross-validation", "test": test,
         "baseline": {"name": entry["baseline_name"], "file": path.name, "sha256": sha256_bytes(path.read_bytes())},
-        "refit": {"items": "every labelled item", "model_epochs": epochs if entry["weight"] > 0 else None,
+        "refit": {"items": "every labelled item", "model_epochs": epochs,
                   "from": run_dir.name, "folds": [f.name for f in fold_runs]},
         "figures": {"cv": f"{len(folds)}-fold cross-validation over the {entry['items']} labelled items outside the "
                           "test split (out-of-fold predictions)",

@@ -115,3 +115,28 @@ def test_graph_baselines_out_of_fold_and_the_refit_on_every_labelled_node():
         features = scaled_features(graph)[0]
         moved = baseline_probabilities(after, features)[80, 3] - baseline_probabilities(before, features)[80, 3]
         assert moved > 0  # the test node's label was learnt from
+
+
+def test_survival_baselines_fit_and_a_kept_forest_predicts_only_from_its_checked_file(tmp_path):
+    """The random survival forest of a survival table's choice by folds is kept as a skops file whose sha256 the
+    (checked) arrays carry; a changed file is refused."""
+    from hub.core.weights import sha256_bytes
+    from hub.predictor import save_skops
+    from medical.baselines import RSF_FILE, SURVIVAL_BASELINES, fit_survival_baseline, kept_survival_risk
+    from medical.survival_metrics import harrell_c
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((120, 3))
+    time = np.exp(-x[:, 0] + 0.3 * rng.standard_normal(120)) * 10
+    event = (rng.random(120) < 0.7).astype(float)
+    for name in SURVIVAL_BASELINES:
+        fitted = fit_survival_baseline(name, x[:80], time[:80], event[:80])
+        assert harrell_c(time[80:], event[80:], fitted.predict(x[80:])) > 0.7
+    forest = save_skops(fitted, tmp_path / RSF_FILE)
+    arrays = {"forest_sha256": np.frombuffer(bytes.fromhex(sha256_bytes(forest.read_bytes())), np.uint8)}
+    inputs = {"clinical": torch.as_tensor(x[80:], dtype=torch.float32)}
+    np.testing.assert_allclose(kept_survival_risk(arrays, tmp_path, inputs),
+                               fitted.predict(x[80:].astype(np.float32).astype(np.float64)))
+    forest.write_bytes(forest.read_bytes() + b"\0")
+    with pytest.raises(HubError, match="sha256"):
+        kept_survival_risk(arrays, tmp_path, inputs)
