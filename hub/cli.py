@@ -184,8 +184,10 @@ def _print_file_predictions(model, args) -> None:
                 if regression:  # the outputs' names (rul, rul_plus_1, ...; speed_5min, ...; risk)
                     print("  ".join(header))
                 wrote_header = True
+            answered = header[-1] == "predictor"  # who answered each row, where the card keeps a guard
             for row in rows:
-                print("  ".join(shown_row(row, regression, ood=header[-1] == "ood")))
+                shown = shown_row(row[:-1] if answered else row, regression, ood="ood" in header[-2:])
+                print("  ".join(shown + row[-1:] if answered else shown))
                 if writer:
                     writer.writerow(row)
             bar.update(len(rows))

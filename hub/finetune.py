@@ -466,6 +466,10 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
                     "weights": "refitted on every labelled item (test included); its run's own test figures are "
                                "in-sample"}})
     summary = json.loads((final / "metrics.json").read_text())
+    first = json.loads((run_dir / "metrics.json").read_text())  # the run's comparison with its baseline, kept along
+    summary.update({key: first[key] for key in ("baseline", "policy") if key in first})
+    if (run_dir / BASELINE_PREDICTIONS).is_file():
+        atomic_write_bytes(final / BASELINE_PREDICTIONS, (run_dir / BASELINE_PREDICTIONS).read_bytes())
     summary["predictor"] = entry
     atomic_write_bytes(final / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
     card = read_card(final / "card.json")

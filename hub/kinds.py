@@ -96,7 +96,10 @@ class PredictorData:
     forecast's horizon): ``{"labels", "model", "baseline"}``, each mapping ``val`` and ``test`` to (N, K) values of
     every output, from which a baseline or blend predictor's intervals are fitted (None: ``labels``, ``model`` and
     ``baseline`` are every output, (N, K) or (N, K, ...) with the further axes, a forecast's sensors, as more
-    rows)."""
+    rows); ``shift``: held-out near-shift evidence built from the training data (``labels``, ``model``,
+    ``baseline``: the outputs the choice is made on, for validation items shifted as ``how`` says, e.g. perturbed
+    sensors), from which the member answering the rows ``predict`` flags out of distribution is chosen
+    (:func:`hub.predictor.guard_entry`; None: flagged rows keep the chosen predictor)."""
 
     task: str
     labels: dict[str, Any]
@@ -104,6 +107,7 @@ class PredictorData:
     baseline: dict[str, Any]
     save: Callable[[Path], Path]
     outputs: dict[str, dict[str, Any]] | None = None
+    shift: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

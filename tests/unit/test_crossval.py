@@ -140,3 +140,42 @@ def test_survival_baselines_fit_and_a_kept_forest_predicts_only_from_its_checked
     forest.write_bytes(forest.read_bytes() + b"\0")
     with pytest.raises(HubError, match="sha256"):
         kept_survival_risk(arrays, tmp_path, inputs)
+
+
+def test_the_guard_answers_flagged_rows_with_the_member_robust_on_the_near_shift(monkeypatch):
+    """Issue 68: held-out near-shift evidence picks the member for the rows flagged out of distribution; predict's
+    mix gives those rows that member's outputs and the predictor column names who answered each row."""
+    from dataclasses import dataclass
+
+    from hub.deploy import predict
+    from hub.kinds import InputKind
+    from hub.predictor import guard_entry
+
+    labels = np.linspace(0, 100, 50)
+    shift = {"labels": labels, "model": labels + 40.0, "baseline": labels + 5.0, "how": "perturbed sensors"}
+    guard = guard_entry("regression", shift, 1.0)  # the model was chosen; on the shift it is 40 cycles off
+    assert guard["member"] == "baseline" and guard["weight"] == 0.0 and guard["how"] == "perturbed sensors"
+    assert guard["shift"]["chosen"] == pytest.approx(40.0) and guard["shift"]["guard"] == pytest.approx(5.0)
+    robust = {**shift, "model": labels + 1.0}
+    assert guard_entry("regression", robust, 1.0) is None  # the chosen model is the better there: no guard
+
+    class Kind(InputKind):
+        name = "fake"
+
+        def baseline_outputs(self, card, path):
+            return np.full((3, 1), -1.0)
+
+    @dataclass
+    class Card:  # the fields of a model card that predict's mix reads
+        name: str
+        predictor: dict
+
+    card = Card("fake-run", {"chosen": "model", "weight": 1.0, "guard": guard})
+    monkeypatch.setattr(predict, "kind_of", lambda card: Kind())
+    mix = predict.predictor_mix(card, ["a.csv"])
+    values = torch.tensor([[10.0], [20.0], [30.0]])
+    out = mix(values, [False, True, False])
+    assert out.view(-1).tolist() == [10.0, -1.0, 30.0]
+    assert predict.row_predictors(card, [False, True, False], 3) == ["model", "baseline (guard: ood)", "model"]
+    card.predictor = {"chosen": "model", "weight": 1.0}
+    assert predict.row_predictors(card, [True], 1) is None  # no guard: every row is the chosen predictor's
