@@ -224,14 +224,20 @@ def predictor_entry(data, asked: str = "auto") -> dict[str, Any]:
 def guard_entry(task: str, shift: dict[str, Any], weight: float) -> dict[str, Any] | None:
     """The member that answers the rows ``predict`` flags out of distribution, from held-out near-shift evidence
     built from the training data (``shift``: ``labels``, ``model``, ``baseline`` outputs on it, ``how`` it was
-    built): the weight on the model (of :data:`WEIGHTS`) with the best metric there, when it is strictly better
-    there than the chosen predictor's ``weight`` (else None: flagged rows keep the chosen predictor). Returns
+    built): of the weights on the model (:data:`WEIGHTS`) below the chosen predictor's ``weight`` (towards the
+    baseline, the classic member: the issue's rule, and a guard never hands rows to a network that merely varies
+    less), the one with the best metric there, when it is strictly better there than the chosen predictor (else
+    None: flagged rows keep the chosen predictor; a chosen baseline has none). Returns
     ``weight``, ``member`` (model, baseline or blend), ``metric``, ``shift`` (that metric of the chosen predictor
     and of the guard on the near shift) and ``how``."""
     name, larger = selection_metric(task)
-    value = {w: scores(task, shift["labels"], blend(shift["model"], shift["baseline"], w))[name] for w in WEIGHTS}
-    best = (max if larger else min)(WEIGHTS, key=lambda w: (value[w] if not np.isnan(value[w]) else
-                                                              (-np.inf if larger else np.inf)))
+    toward = [w for w in WEIGHTS if w < weight]  # only towards the baseline: the classic member is the guard
+    if not toward:
+        return None
+    value = {w: scores(task, shift["labels"], blend(shift["model"], shift["baseline"], w))[name]
+             for w in (*toward, weight)}
+    best = (max if larger else min)(toward, key=lambda w: (value[w] if not np.isnan(value[w]) else
+                                                             (-np.inf if larger else np.inf)))
     if np.isclose(value[best], value[weight], rtol=1e-9, atol=1e-12) or not (
             value[best] > value[weight] if larger else value[best] < value[weight]):
         return None

@@ -46,9 +46,9 @@ from timeseries.tasks import TrafficForecastTask, masked_mae, nasa_score_terms
 RUL_BASELINE = "HistGradientBoosting on window statistics"
 RUL_FILE = "baseline.skops"
 TRUSTED_TYPES = HIST_GRADIENT_BOOSTING_TYPES  # a kept regressor holding any other type is refused
-# the RUL guard's near shift (perturbed_sensors): each sensor of a validation window offset by N(0, SHIFT_STD^2)
-# training standard deviations, one constant per window and sensor
-SHIFT_STD, SHIFT_SEED = 1.0, 0
+# the RUL guard's near shift (perturbed_sensors): each sensor of a validation window offset by a constant drawn from
+# N(0, SHIFT_STD^2) of its training range (the windows are min-max scaled), one per window and sensor
+SHIFT_STD, SHIFT_SEED = 0.25, 0
 TRAFFIC_FILE = "baseline.safetensors"
 TRAFFIC_METHODS = ("historical_average", "last_value")  # the kept ``method`` indexes these
 TRAFFIC_ARRAYS = ("profile", "method")  # the time-of-day profile (steps per day, N), the method's index (1,)
@@ -117,14 +117,14 @@ def rul_predictor_data(data: RULWindowData, model, estimator) -> PredictorData:
         shift={"labels": labels["val"][:, 0], "model": model_outputs(model, shifted_set)[:, 0],
                "baseline": estimator.predict(window_statistics(shifted)),
                "how": f"the validation units' windows with each sensor offset by a constant drawn from N(0, "
-                      f"{SHIFT_STD:g}^2) training standard deviations per window (seed {SHIFT_SEED}): an operating "
+                      f"{SHIFT_STD:g}^2) of its training range per window (seed {SHIFT_SEED}): an operating "
                       "condition or fault mode the training units did not show"})
 
 
 def perturbed_sensors(windows: np.ndarray, std: float | None = None, seed: int | None = None) -> np.ndarray:
-    """The near shift of the RUL guard's evidence: scaled ``windows`` (W, T, S) with each sensor of each window
-    offset by one constant, drawn from N(0, ``std``^2) (in training standard deviations; default
-    :data:`SHIFT_STD`, seed :data:`SHIFT_SEED`). Shapes: (W, T, S) -> (W, T, S)."""
+    """The near shift of the RUL guard's evidence: min-max scaled ``windows`` (W, T, S) with each sensor of each
+    window offset by one constant, drawn from N(0, ``std``^2) (in training ranges; default :data:`SHIFT_STD`, seed
+    :data:`SHIFT_SEED`). Shapes: (W, T, S) -> (W, T, S)."""
     rng = np.random.default_rng(SHIFT_SEED if seed is None else seed)
     offsets = rng.normal(0.0, SHIFT_STD if std is None else std, (windows.shape[0], 1, windows.shape[2]))
     return windows + offsets

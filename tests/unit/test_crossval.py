@@ -158,6 +158,7 @@ def test_the_guard_answers_flagged_rows_with_the_member_robust_on_the_near_shift
     assert guard["shift"]["chosen"] == pytest.approx(40.0) and guard["shift"]["guard"] == pytest.approx(5.0)
     robust = {**shift, "model": labels + 1.0}
     assert guard_entry("regression", robust, 1.0) is None  # the chosen model is the better there: no guard
+    assert guard_entry("regression", {**shift, "baseline": labels + 90.0}, 0.0) is None  # the baseline chose: none
 
     class Kind(InputKind):
         name = "fake"
