@@ -193,7 +193,7 @@ class GraphFolderData(NodeGraphData):
             non-negative); the card records the resolved value.
         cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the labelled nodes outside the test split
             and validate on fold ``index`` (a fold run of finetune's cross-validated choice, :mod:`hub.crossval`).
-        refit: train on every labelled node, test included (the refit of that choice)."""
+        refit: train on every node of the three splits, test included (the refit of that choice)."""
 
     def __init__(self, root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
                  test_fraction: float = 0.2, normalize: bool | str = "auto", cv_fold: list[int] | None = None,
@@ -215,8 +215,8 @@ class GraphFolderData(NodeGraphData):
                             "a refit on every labelled node)")
         if self.cv_fold is not None:
             split_from = self._fold_split(graph, label_names)
-        if self.refit:  # every labelled node trains: validation and test figures are in-sample from here on
-            graph.train_mask = graph.y >= 0
+        if self.refit:  # every node of the three splits trains: validation and test figures are in-sample
+            graph.train_mask = graph.train_mask | graph.val_mask | graph.test_mask
             split_from += "; refit: every labelled node trains (validation and test figures in-sample)"
         normalize = resolve_normalize(graph.x, self.normalize, f"{self.root / 'nodes.csv'}")
         graph.x = node_features(graph.x, normalize)
@@ -226,7 +226,7 @@ class GraphFolderData(NodeGraphData):
                                     "unlabelled": int((graph.y < 0).sum()), "split_from": split_from}
 
     def _fold_split(self, graph: Data, label_names: list[str]) -> str:
-        """Train on k-1 folds of the labelled nodes outside the test split and validate on the fold ``index``
+        """Train on k-1 folds of the nodes of the training and validation splits, validate on the fold ``index``
         (:func:`hub.crossval.fold_indices` of :func:`cv_pool`, the folds ``finetune`` scores); the test split
         stays. Returns the split's description."""
         from hub.crossval import fold_indices
@@ -265,8 +265,9 @@ class GraphFolderData(NodeGraphData):
 
 
 def cv_pool(graph: Data) -> torch.Tensor:
-    """The nodes a cross-validated choice folds: the labelled nodes outside the test split, in node order (n,)."""
-    return torch.nonzero((graph.y >= 0) & ~graph.test_mask).view(-1)
+    """The nodes a cross-validated choice folds: those of the training and validation splits, in node order (n,)
+    (a labelled node a ``split`` column leaves in no split stays out, as it is out of the run)."""
+    return torch.nonzero(graph.train_mask | graph.val_mask).view(-1)
 
 
 @register_dataset(task="node-classification")

@@ -131,7 +131,7 @@ class GraphKind(InputKind):
                     node_baselines.baseline_probabilities(arrays, node_baselines.scaled_features(graph)[0][mask]))
 
         def refit(name, out_dir):
-            labelled = torch.nonzero(graph.y >= 0).view(-1).numpy()
+            labelled = torch.nonzero(graph.train_mask | graph.val_mask | graph.test_mask).view(-1).numpy()
             arrays = node_baselines.refit_baseline(name, graph, labelled, values[name], seed)
             return save_arrays(arrays, Path(out_dir) / node_baselines.BASELINE_FILE)
 

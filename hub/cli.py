@@ -333,7 +333,8 @@ def _add_finetune(sub, kind_options: bool = True) -> None:
                         "validation split of the model, the baseline and their blend (one weight on the model's "
                         "probabilities, values or rank-normalised risks, ties to the model); or force one")
     p.add_argument("--cv-folds", type=int, default=5,  # crossval.CV_FOLDS
-                   help="below 5,000 labelled items (crossval.CV_BELOW; graph folders so far), choose the predictor "
+                   help="below 5,000 labelled items (crossval.CV_BELOW; graph folders, tables and survival tables so "
+                        "far), choose the predictor "
                         "by this many folds of cross-validation on every labelled item outside the test split "
                         "(stratified by class), then refit the choice on every labelled item for predict, serve "
                         "and export (default 5; the k fold runs and the refit are printed before they start); 0 "

@@ -181,6 +181,10 @@ class TabularData(HubDataModule):
                  f"{'the published test file' if isinstance(loaded, tuple) else f'{self.test_fraction:.0%}'}")
         train, val, split = self._folded(train, val, test, split)
         pre = TabularPreprocessor.fit(train, self.target, self.task_kind, self.numeric, self.categorical, self.scaling)
+        if self.cv_fold is not None and pre.task != "regression":  # a class of fewer rows than folds is validated in
+            pre.classes = TabularPreprocessor.fit(  # some fold it did not train on: the classes are the pool's
+                pd.concat([train, val]), self.target, self.task_kind, self.numeric, self.categorical,
+                self.scaling).classes
         unlabelled = 0
         if self.label_fraction < 1:
             if self.pretrain_epochs:  # every training row's categoricals, labels unused

@@ -180,3 +180,35 @@ def test_the_guard_answers_flagged_rows_with_the_member_robust_on_the_near_shift
     assert predict.row_predictors(card, [False, True, False], 3) == ["model", "baseline (guard: ood)", "model"]
     card.predictor = {"chosen": "model", "weight": 1.0}
     assert predict.row_predictors(card, [True], 1) is None  # no guard: every row is the chosen predictor's
+
+
+def test_a_table_keeps_a_one_row_class_in_training_and_its_folds_and_refit_cover_the_rows(tmp_path, caplog):
+    """Issue 68 on tables: a class of one row trains (a WARNING names it); a fold run validates on one fold of the
+    rows outside the test split; the refit trains on every row, test included."""
+    import pandas as pd
+
+    from tabular.data import tabular_csv
+    from tests.unit.test_tabular import _frame
+
+    frame = _frame(60)
+    frame.loc[59, "y"] = "maybe"  # a class of one row
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    with caplog.at_level("WARNING"):
+        data = tabular_csv(str(tmp_path / "t.csv"), "y")
+        data.setup()
+    assert "class(es) {'maybe': 1} have fewer than the 3 rows" in caplog.text and "stay in training" in caplog.text
+    assert "maybe" in data.label_names and "maybe" in set(data.frames["train"]["y"])
+    sizes = [len(data.frames[s]) for s in ("train", "val", "test")]
+    assert sum(sizes) == 60
+    validated = []
+    for index in range(3):
+        fold = tabular_csv(str(tmp_path / "t.csv"), "y", cv_fold=[3, index, 0])
+        fold.setup()
+        assert len(fold.frames["train"]) + len(fold.frames["val"]) == sizes[0] + sizes[1]
+        assert fold.frames["test"].equals(data.frames["test"])
+        validated.append(fold.frames["val"])
+    pool = pd.concat([data.frames["train"], data.frames["val"]])
+    assert sorted(pd.concat(validated)["age"].fillna(-1)) == sorted(pool["age"].fillna(-1))  # each row once
+    refit = tabular_csv(str(tmp_path / "t.csv"), "y", refit=True)
+    refit.setup()
+    assert len(refit.frames["train"]) == 60 and len(refit.train_set) == 60
