@@ -2,7 +2,8 @@
 beside the classical baseline that ``attnhub finetune`` fits on the same split. Each domain's function writes its
 datasets under a work folder, runs short ``finetune`` commands (CPU) and returns a markdown row per run: command,
 data, model metric, baseline metric, the run's predictor (issue 48: ``--predictor auto``'s test metric and the member
-chosen on validation per seed), seeds.
+chosen on validation per seed; issue 68: below ``hub.crossval.CV_BELOW`` labelled items, chosen by cross-validation,
+with the CV estimates beside it, the model's test figure then being the first run's, held out, not the refit's), seeds.
 
     HUB_DATA_DIR=../shared/data python -m benchmarks.user_data vision audio graph timeseries medical icu [--seeds 0 1]
 """
@@ -41,13 +42,18 @@ def _finetune_rows(name: str, data: Path, described: str, overrides: list[str], 
                                   **options)
         metric = entry["metric"]
         summary = json.loads((run_dir / "metrics.json").read_text())
-        model.append(summary["test"][metric])
+        kept = summary.get("predictor") or {}
+        folded = kept.get("selection") == "cross-validation"  # run_dir is the refit: its own test is in-sample
+        model.append(kept["test"]["model"][metric] if folded else summary["test"][metric])
         baseline.append(entry["test"][metric])
         chosen += [summary["policy"]["chosen"]] if "policy" in summary else []
-        if "predictor" in summary:
-            kept = summary["predictor"]
+        if kept:
             predictor.append(kept["test"]["chosen"].get(metric, float("nan")))
-            predictors.append(kept["chosen"] + (f" (w={kept['weight']:g})" if kept["chosen"] == "blend" else ""))
+            predictors.append(kept["chosen"] + (f" (w={kept['weight']:g})" if kept["chosen"] == "blend" else "")
+                              + (f"; CV {kept['metric'].split('/')[1]}: model {kept['cv']['model']['mean']:.3f}, "
+                                 f"{kept['baseline_name']} {kept['cv']['baseline']['mean']:.3f}, kept "
+                                 f"{kept['cv']['chosen']['mean']:.3f} ± {kept['cv']['chosen']['std']:.3f}"
+                                 if folded else ""))
 
     def spread(values: list[float]) -> str:
         return f"{statistics.mean(values):.3f}" + (f" ± {statistics.stdev(values):.3f}" if len(values) > 1 else "")

@@ -17,6 +17,9 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   the comparison that ``finetune`` prints and keeps (e.g. HistGradientBoosting next to a tabular model), or None;
   with its :class:`PredictorData` (validation and test outputs of the model and the baseline, and how to save the
   fitted baseline), ``finetune`` chooses the run's predictor among model, baseline and blend (:mod:`hub.predictor`);
+- ``cross_validation(run_dir)``, on a kind whose data can be folded (graph folders, tables, survival tables), gives
+  the :class:`CrossValidation` from which ``finetune`` chooses the predictor by k folds on small data and refits it
+  on every labelled item (:mod:`hub.crossval`); None (the default): the choice on the validation split;
 - ``baseline_outputs(card, path)`` gives the saved baseline's outputs for the inputs at ``path``, for ``predict``
   when the card's predictor is the baseline or a blend; a kind with no baseline predictor (the default) raises;
   ``blend_outputs(card, weight, model, baseline)`` mixes them with the model's (default: linearly; survival tables
