@@ -21,10 +21,12 @@ records the resolved true/false.
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 from torch_geometric.data import Data
@@ -188,13 +190,18 @@ class GraphFolderData(NodeGraphData):
         val_fraction: fraction of the labelled nodes held out for validation (without a ``split`` column).
         test_fraction: fraction of the labelled nodes held out for testing (without a ``split`` column).
         normalize: row-normalise the features: True, False or ``"auto"`` (default: when every feature is
-            non-negative); the card records the resolved value."""
+            non-negative); the card records the resolved value.
+        cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the labelled nodes outside the test split
+            and validate on fold ``index`` (a fold run of finetune's cross-validated choice, :mod:`hub.crossval`).
+        refit: train on every node of the three splits, test included (the refit of that choice)."""
 
     def __init__(self, root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
-                 test_fraction: float = 0.2, normalize: bool | str = "auto"):
+                 test_fraction: float = 0.2, normalize: bool | str = "auto", cv_fold: list[int] | None = None,
+                 refit: bool = False):
         super().__init__(seed)
         self.root, self.split_seed, self.normalize = Path(root), split_seed, normalize
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.cv_fold, self.refit = cv_fold, refit
         self.ids: list[str] = []
 
     def load(self):
@@ -202,38 +209,76 @@ class GraphFolderData(NodeGraphData):
         split_column = "train_mask" in graph
         if not split_column:
             self._stratified_split(graph, label_names)
+        split_from = "the column 'split'" if split_column else f"stratified at random, split_seed {self.split_seed}"
+        if self.cv_fold is not None and self.refit:
+            raise DataError("graph_folder: cv_fold and refit exclude each other (a fold run trains on k-1 folds, "
+                            "a refit on every labelled node)")
+        if self.cv_fold is not None:
+            split_from = self._fold_split(graph, label_names)
+        if self.refit:  # every node of the three splits trains: validation and test figures are in-sample
+            graph.train_mask = graph.train_mask | graph.val_mask | graph.test_mask
+            split_from += "; refit: every labelled node trains (validation and test figures in-sample)"
         normalize = resolve_normalize(graph.x, self.normalize, f"{self.root / 'nodes.csv'}")
         graph.x = node_features(graph.x, normalize)
         # resolved ("auto" -> true/false): predict, explain and transforms read the card's input_spec
         self.input_spec = {"normalize": normalize, "feature_columns": feature_columns}
         return graph, label_names, {"source": str(self.root), "license": "the user's data",
-                                    "unlabelled": int((graph.y < 0).sum()),
-                                    "split_from": "the column 'split'" if split_column else
-                                    f"stratified at random, split_seed {self.split_seed}"}
+                                    "unlabelled": int((graph.y < 0).sum()), "split_from": split_from}
+
+    def _fold_split(self, graph: Data, label_names: list[str]) -> str:
+        """Train on k-1 folds of the nodes of the training and validation splits, validate on the fold ``index``
+        (:func:`hub.crossval.fold_indices` of :func:`cv_pool`, the folds ``finetune`` scores); the test split
+        stays. Returns the split's description."""
+        from hub.crossval import fold_indices
+
+        k, index, seed = (int(v) for v in self.cv_fold)
+        pool = cv_pool(graph)
+        train, val = fold_indices("classification", graph.y[pool].numpy(), k=k, seed=seed,
+                                  label_names=label_names, warn=lambda line: None)[index]
+        for name, part in (("train", train), ("val", val)):
+            mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
+            mask[pool[torch.from_numpy(part)]] = True
+            graph[f"{name}_mask"] = mask
+        return f"fold {index} of {k} (seed {seed}) of the labelled nodes outside the test split"
 
     def _stratified_split(self, graph: Data, label_names: list[str]) -> None:
+        """Train/val/test masks stratified by class over the labelled nodes; a class with fewer labelled nodes than
+        the three splits need stays whole in training, with a WARNING naming it (never dropped, never an error)."""
         labelled = torch.nonzero(graph.y >= 0).view(-1)
         counts = torch.bincount(graph.y[labelled], minlength=len(label_names))
-        if (counts < 3).any():
-            rare = {label_names[i]: int(counts[i]) for i in torch.nonzero(counts < 3).view(-1).tolist()}
-            raise DataError(f"{self.root / 'nodes.csv'} column 'label': class(es) {rare} have fewer than 3 labelled "
-                            "nodes; the stratified train/val/test split needs at least 3 per class (or give a "
-                            "'split' column)")
+        rare = torch.nonzero((counts > 0) & (counts < 3)).view(-1)
+        if len(rare):
+            named = ", ".join(f"{label_names[i]!r} ({int(counts[i])})" for i in rare.tolist())
+            logging.getLogger(__name__).warning(
+                f"{self.root / 'nodes.csv'} column 'label': class(es) {named} have fewer than the 3 labelled nodes "
+                "a stratified train/val/test split needs; they stay in training (not validated or tested)")
+        kept = ~torch.isin(graph.y[labelled], rare)
         fractions = (1 - self.val_fraction - self.test_fraction, self.val_fraction, self.test_fraction)
-        parts = stratified_split(graph.y[labelled].numpy(), fractions, self.split_seed,
+        parts = stratified_split(graph.y[labelled][kept].numpy(), fractions, self.split_seed,
                                  source=str(self.root / "nodes.csv"))
+        parts[0] = np.concatenate([np.flatnonzero(kept.numpy())[parts[0]], np.flatnonzero(~kept.numpy())])
+        parts[1:] = [np.flatnonzero(kept.numpy())[p] for p in parts[1:]]
         for split, part in zip(("train", "val", "test"), parts):
             mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
             mask[labelled[torch.from_numpy(part)]] = True
             graph[f"{split}_mask"] = mask
 
 
+def cv_pool(graph: Data) -> torch.Tensor:
+    """The nodes a cross-validated choice folds: those of the training and validation splits, in node order (n,)
+    (a labelled node a ``split`` column leaves in no split stays out, as it is out of the run)."""
+    return torch.nonzero(graph.train_mask | graph.val_mask).view(-1)
+
+
 @register_dataset(task="node-classification")
 def graph_folder(root: str, seed: int = 0, split_seed: int = 0, val_fraction: float = 0.2,
-                 test_fraction: float = 0.2, normalize: bool | str = "auto") -> GraphFolderData:
+                 test_fraction: float = 0.2, normalize: bool | str = "auto", cv_fold: list[int] | None = None,
+                 refit: bool = False) -> GraphFolderData:
     """A user graph: nodes.csv (id, features, label; blank = unlabelled; optional split) and edges.csv (src, dst).
-    ``normalize``: row-normalise the features; ``"auto"`` when every feature is non-negative."""
-    return GraphFolderData(root, seed, split_seed, val_fraction, test_fraction, normalize)
+    ``normalize``: row-normalise the features; ``"auto"`` when every feature is non-negative. ``cv_fold``
+    ``[k, index, seed]``: train on the other folds of the labelled non-test nodes, validate on fold ``index``;
+    ``refit``: train on every labelled node (finetune's cross-validated choice sets them)."""
+    return GraphFolderData(root, seed, split_seed, val_fraction, test_fraction, normalize, cv_fold, refit)
 
 
 def _family_graph(label: int, num_nodes: int, mean_degree: int) -> Data:

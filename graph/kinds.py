@@ -14,8 +14,11 @@ small graphs for graph classifiers, generated only: no user format for them yet)
   ``data.args.normalize=true`` or ``false`` forces it); the card's ``input_spec["normalize"]`` records the resolved
   true/false, which predict, explain and the transform apply. ``attnhub finetune gat_pma --data DIR`` refuses,
   naming the data it would need.
-- baseline: logistic regression on node features and neighbour means (:mod:`graph.baselines`), on the run's split;
-  kept as arrays, it can be the run's predictor alone or blended with the model (:mod:`hub.predictor`).
+- baseline: logistic regression on node features, on features and neighbour means, and an MLP on features
+  (:mod:`graph.baselines`), the best on the run's validation split; kept as arrays, it can be the run's predictor
+  alone or blended with the model (:mod:`hub.predictor`). Below :data:`hub.crossval.CV_BELOW` labelled nodes the
+  model and the three baselines are chosen among by cross-validation instead, and the choice refitted on every
+  labelled node (:meth:`GraphKind.cross_validation`).
 - predict: ``attnhub predict NAME DIR`` runs the model over the whole graph and returns the
   unlabelled nodes (blank ``label``), one line each, named by their id; with the card's OOD statistics
   (:mod:`hub.uncertainty.ood`: the energy of each node's logits), each node's ``ood_score`` and ``ood``.
@@ -29,11 +32,11 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from graph.baselines import logistic_on_run_split, neighbour_probabilities
+from graph import baselines as node_baselines
 from graph.explain import explain_nodes
 from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputForm, InputKind, KindSpec, OODProfile, register_kind
+from hub.kinds import BaselineResult, CrossValidation, InputForm, InputKind, KindSpec, OODProfile, register_kind
 from hub.recipe import DataSection, Recipe, recipe_file, scratch_recipe
 
 GAT_STOPPING = ["val/loss", "val/acc"]  # the GAT paper's rule: progress on either; gatv2's recipe file watches val/acc
@@ -100,7 +103,43 @@ class GraphKind(InputKind):
         return explain_nodes(card, model, inputs, out_dir, data)
 
     def baseline(self, run_dir) -> BaselineResult:
-        return logistic_on_run_split(run_dir)
+        return node_baselines.baselines_on_run_split(run_dir)
+
+    def cross_validation(self, run_dir) -> CrossValidation:
+        """Folds of the labelled nodes outside the test split (``data.args.cv_fold``), the three baselines of
+        :data:`graph.baselines.BASELINES` out of fold, and the refit on every labelled node (``data.args.refit``)."""
+        from graph.data import cv_pool
+        from hub.predictor import save_arrays
+
+        graph, label_names, _, seed, proba = node_baselines.run_graph(run_dir)
+        pool = cv_pool(graph).numpy()
+        values: dict[str, float] = {}
+
+        def baselines(folds, seed):
+            outputs, picked = node_baselines.cv_baselines(graph, pool, folds, seed)
+            values.update(picked)
+            return outputs
+
+        def fold_outputs(fold_dir):
+            fold_graph, _, _, _, fold_proba = node_baselines.run_graph(fold_dir)
+            return fold_proba[fold_graph.val_mask.numpy()]
+
+        def test(name):
+            arrays = node_baselines.refit_baseline(name, graph, pool, values[name], seed)
+            mask = graph.test_mask.numpy()
+            return (graph.y.numpy()[mask], proba[mask],
+                    node_baselines.baseline_probabilities(arrays, node_baselines.scaled_features(graph)[0][mask]))
+
+        def refit(name, out_dir):
+            labelled = torch.nonzero(graph.train_mask | graph.val_mask | graph.test_mask).view(-1).numpy()
+            arrays = node_baselines.refit_baseline(name, graph, labelled, values[name], seed)
+            return save_arrays(arrays, Path(out_dir) / node_baselines.BASELINE_FILE)
+
+        return CrossValidation(
+            task="classification", labels=graph.y.numpy()[pool], label_names=label_names, groups=None,
+            fold_overrides=lambda k, index, fold_seed: [f"data.args.cv_fold=[{k},{index},{fold_seed}]"],
+            refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines,
+            test=test if bool(graph.test_mask.any()) else None, refit=refit)
 
     def baseline_outputs(self, card, path: str):
         """The kept logistic regression's class probabilities (n, C) for the unlabelled nodes of the graph folder at
@@ -108,7 +147,7 @@ class GraphKind(InputKind):
         graph, _, _, _ = read_graph_folder(path)
         spec = self.spec(card)
         graph.x = node_features(graph.x, spec.normalize)
-        return neighbour_probabilities(card, graph, torch.nonzero(graph.y < 0).view(-1))
+        return node_baselines.neighbour_probabilities(card, graph, torch.nonzero(graph.y < 0).view(-1))
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x`` (nodes, features), ``edge_index`` (2, edges) int64; ``size`` is the number of nodes (a graph is

@@ -93,6 +93,7 @@ def _print_policy(choice: dict) -> None:
 
 
 def cmd_finetune(args) -> int:
+    from hub.crossval import format_cv
     from hub.finetune import finetune, format_comparison
     from hub.kinds import kind_options
     from hub.predictor import format_predictor
@@ -101,7 +102,7 @@ def cmd_finetune(args) -> int:
     options = {option.name: getattr(args, option.name) for option in kind_options()}  # None: not given
     run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
                                    policy=args.policy, budget_minutes=args.budget_minutes, report=print,
-                                   predictor=args.predictor, **options)
+                                   predictor=args.predictor, cv_folds=args.cv_folds, **options)
     if is_ddp_worker():
         return 0
     summary = json.loads((run_dir / "metrics.json").read_text())
@@ -111,7 +112,9 @@ def cmd_finetune(args) -> int:
     if comparison is not None:
         print(format_comparison(run_dir, comparison, summary["test"][comparison["metric"]]))
     if "predictor" in summary:
-        print(format_predictor(summary["predictor"]))
+        kept = summary["predictor"]
+        print(format_cv(kept, (kept["test"] or {}).get("chosen")) if kept.get("selection") == "cross-validation"
+              else format_predictor(kept))
     return 0
 
 
@@ -181,8 +184,10 @@ def _print_file_predictions(model, args) -> None:
                 if regression:  # the outputs' names (rul, rul_plus_1, ...; speed_5min, ...; risk)
                     print("  ".join(header))
                 wrote_header = True
+            answered = header[-1] == "predictor"  # who answered each row, where the card keeps a guard
             for row in rows:
-                print("  ".join(shown_row(row, regression, ood=header[-1] == "ood")))
+                shown = shown_row(row[:-1] if answered else row, regression, ood="ood" in header[-2:])
+                print("  ".join(shown + row[-1:] if answered else shown))
                 if writer:
                     writer.writerow(row)
             bar.update(len(rows))
@@ -327,6 +332,13 @@ def _add_finetune(sub, kind_options: bool = True) -> None:
                         "tables, RUL sensor units, image and audio folders): 'auto' (default) the best on the "
                         "validation split of the model, the baseline and their blend (one weight on the model's "
                         "probabilities, values or rank-normalised risks, ties to the model); or force one")
+    p.add_argument("--cv-folds", type=int, default=5,  # crossval.CV_FOLDS
+                   help="below 5,000 labelled items (crossval.CV_BELOW; graph folders, tables and survival tables so "
+                        "far), choose the predictor "
+                        "by this many folds of cross-validation on every labelled item outside the test split "
+                        "(stratified by class), then refit the choice on every labelled item for predict, serve "
+                        "and export (default 5; the k fold runs and the refit are printed before they start); 0 "
+                        "turns it off: the choice on the validation split")
     p.add_argument("--budget-minutes", type=float, default=30.0,  # finetune.FINETUNE_BUDGET_MINUTES
                    help="from a pretrained tag: each run's time budget in minutes (default 30)")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")

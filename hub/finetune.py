@@ -19,6 +19,7 @@ waits for a third of the epochs (:func:`stopping_for`); the one with the better 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from collections.abc import Callable
@@ -27,14 +28,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hub.core.registry import get_model_entry
+from hub.crossval import CV_BELOW, CV_FOLDS, cv_budget_line, cv_entry, fold_indices, out_of_fold
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
-from hub.kinds import BaselineResult, baseline, default_recipe, finetune_data_section
+from hub.kinds import BaselineResult, CrossValidation, baseline, default_recipe, finetune_data_section, kind_of
 from hub.models import load, model_card
 from hub.names import ModelRef, RefKind, resolve
-from hub.predictor import PREDICTORS, record_predictor
-from hub.recipe import Recipe, apply_overrides, recipe_from_dict, validate_recipe
+from hub.predictor import PREDICTORS, blend, record_predictor, scores
+from hub.recipe import Recipe, apply_overrides, load_recipe, recipe_from_dict, validate_recipe
 from hub.run.train import build_data, is_ddp_worker, train
 from hub.uncertainty.conformal import fit_predictor_run
 
@@ -326,7 +330,7 @@ def still_improving_line(policy: str, entry: dict[str, Any], recipe: Recipe) -> 
 
 def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
              progress: bool = True, policy: str = "auto", budget_minutes: float | None = FINETUNE_BUDGET_MINUTES,
-             report: Callable[[str], None] | None = None, predictor: str = "auto",
+             report: Callable[[str], None] | None = None, predictor: str = "auto", cv_folds: int = CV_FOLDS,
              **options) -> tuple[Path, dict | None]:
     """Train :func:`finetune_recipe` into a new run folder, then fit the input kind's classical baseline on the same
     split (:func:`compare_with_baseline`). For a pretrained tag, each candidate policy trains into its own run folder
@@ -349,6 +353,10 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
             of the model, the baseline and their blend; or ``model``, ``baseline``, ``blend``. Recorded under
             ``predictor`` in ``metrics.json`` and the run's card, with the baseline saved in the run folder; a kind
             whose baseline cannot predict keeps the model (asking for ``baseline`` or ``blend`` then raises).
+        cv_folds: below :data:`hub.crossval.CV_BELOW` labelled items, on a kind that supports it
+            (``InputKind.cross_validation``), the predictor is chosen by ``cv_folds``-fold cross-validation and
+            refitted on every labelled item (:func:`choose_by_folds`; the refit's run folder is returned); 0 turns
+            this off (the choice on the validation split).
         **options: to the data section (:func:`finetune_recipe`).
 
     Returns:
@@ -370,15 +378,103 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
         run_dir = _train_candidates(make, ref, policy, progress, say)
         if is_ddp_worker():
             return run_dir, None
+    if cv_folds < 0 or cv_folds == 1:
+        raise HubError(f"--cv-folds {cv_folds}: expected 0 (no cross-validated choice) or at least 2 folds")
     result = baseline(model_card(run_dir), run_dir)
     entry = None if result is None else compare_with_baseline(run_dir, result)
-    if result is not None and result.predictor is not None:
+    folded = kind_of(model_card(run_dir)).cross_validation(run_dir) if cv_folds and result is not None else None
+    if folded is not None and len(folded.labels) < CV_BELOW:
+        say = report if report is not None else _silent
+        run_dir = choose_by_folds(run_dir, folded, cv_folds, predictor, progress, say)
+    elif result is not None and result.predictor is not None:
         chosen = record_predictor(run_dir, result.name, result.predictor, predictor)
         fit_predictor_run(run_dir, result.predictor, chosen)
     elif predictor in ("baseline", "blend"):
         raise HubError(f"--predictor {predictor}: the input kind of {run_dir} has no baseline that predicts; the run "
                        "keeps its model")
     return run_dir, entry
+
+
+def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, progress: bool,
+                    say: Callable[[str], None]) -> Path:
+    """The cross-validated choice of :mod:`hub.crossval` after the run ``run_dir``: its recipe trains once per fold
+    (each in its own run folder, validated on its fold, early-stopped on it as the run was), the kind's baselines
+    are fitted out of fold, :func:`hub.crossval.cv_entry` chooses among the model, the best baseline and their
+    blend on every folded item, and the test split (which took no part) scores the members fitted without it.
+    Then the choice is refitted on every labelled item: the model trains again from the same start for the median
+    of the fold runs' best epochs, without early stopping, keeping its last epoch (and the run's temperature); the
+    chosen baseline is fitted again. The refit's run folder is returned,
+    with the choice under ``predictor`` in its ``metrics.json`` and card: ``selection: cross-validation``,
+    ``cv`` (each member's mean ± std over the folds), ``test`` (held-out, members fitted before the refit),
+    ``refit`` and ``figures`` (which figures are cross-validated, which held out).
+
+    Args:
+        run_dir: the finished run (its recipe, split and model's test outputs).
+        folded: its kind's :class:`~hub.kinds.CrossValidation`.
+        k: the number of folds.
+        asked: one of :data:`hub.predictor.PREDICTORS`.
+        progress: show progress bars.
+        say: called with each line to tell the user (the budget first).
+    """
+    from hub.core.cards import read_card, write_card
+    from hub.core.weights import sha256_bytes
+    from hub.uncertainty.conformal import with_calibration
+
+    run_dir = Path(run_dir)
+    recipe = load_recipe(run_dir / "recipe.yaml")
+    seed = recipe.seed
+    folds = fold_indices(folded.task, folded.labels, folded.groups, k, seed, folded.label_names,
+                         warn=lambda line: say(f"WARNING: {line}"))
+    say(cv_budget_line(len(folds), len(folded.labels), recipe.trainer.max_minutes))
+    fold_runs: list[Path] = []
+
+    def fold_model(train_items, val_items):  # trains fold len(fold_runs) of the same folds
+        overrides = folded.fold_overrides(len(folds), len(fold_runs), seed)
+        fold_runs.append(train(recipe=_overridden(recipe, overrides, run_dir), progress=progress))
+        return folded.fold_outputs(fold_runs[-1])
+
+    model = out_of_fold(fold_model, folds)
+    entry = cv_entry(folded.task, folded.labels, folds, model, folded.baselines(folds, seed), asked)
+    weights = {"model": 1.0, "baseline": 0.0, "blend": entry["blend_weight"], "chosen": entry["weight"]}
+    test = None
+    if folded.test is not None:
+        labels, ours, theirs = folded.test(entry["baseline_name"])
+        test = {m: {f"test/{key}": v for key, v in scores(folded.task, labels, blend(ours, theirs, w)).items()}
+                for m, w in weights.items()}
+    best_epochs = [json.loads((f / "metrics.json").read_text())["best"]["epoch"] for f in fold_runs]
+    epochs = max(1, int(round(float(np.median([e for e in best_epochs if e is not None] or [0])))) + 1)
+    # the model trains again on every labelled item, also when the baseline alone predicts: the run folder that
+    # predict reads then holds one preprocessing (a survival table's standardisation), fitted on every item
+    refit = [*folded.refit_overrides, f"trainer.max_epochs={epochs}", f"trainer.min_epochs={epochs}",
+             "trainer.early_stopping.patience=null", "trainer.test_checkpoint=last"]
+    final = train(recipe=_overridden(recipe, refit, run_dir), progress=progress)
+    # its validation items trained: a temperature fitted on them would be overconfident, so the run's own is kept
+    card = read_card(final / "card.json")
+    temperature = read_card(run_dir / "card.json").calibration.get("temperature")
+    if temperature is not None:
+        write_card(with_calibration(card, {"temperature": temperature}), final / "card.json")
+    path = Path(folded.refit(entry["baseline_name"], final))
+    entry.update({
+        "selection": "cross-validation", "test": test,
+        "baseline": {"name": entry["baseline_name"], "file": path.name, "sha256": sha256_bytes(path.read_bytes())},
+        "refit": {"items": "every labelled item", "model_epochs": epochs,
+                  "from": run_dir.name, "folds": [f.name for f in fold_runs]},
+        "figures": {"cv": f"{len(folds)}-fold cross-validation over the {entry['items']} labelled items outside the "
+                          "test split (out-of-fold predictions)",
+                    "test": "held out: the test split, scored by the members fitted without it, before the refit"
+                    if test else None,
+                    "weights": "refitted on every labelled item (test included); its run's own test figures are "
+                               "in-sample"}})
+    summary = json.loads((final / "metrics.json").read_text())
+    first = json.loads((run_dir / "metrics.json").read_text())  # the run's comparison with its baseline, kept along
+    summary.update({key: first[key] for key in ("baseline", "policy") if key in first})
+    if (run_dir / BASELINE_PREDICTIONS).is_file():
+        atomic_write_bytes(final / BASELINE_PREDICTIONS, (run_dir / BASELINE_PREDICTIONS).read_bytes())
+    summary["predictor"] = entry
+    atomic_write_bytes(final / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
+    card = read_card(final / "card.json")
+    write_card(dataclasses.replace(card, predictor=entry, card_dir=""), final / "card.json")
+    return final
 
 
 def _train_candidates(make: Callable[..., Recipe], name: ModelRef, policy: str, progress: bool,

@@ -17,6 +17,9 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   the comparison that ``finetune`` prints and keeps (e.g. HistGradientBoosting next to a tabular model), or None;
   with its :class:`PredictorData` (validation and test outputs of the model and the baseline, and how to save the
   fitted baseline), ``finetune`` chooses the run's predictor among model, baseline and blend (:mod:`hub.predictor`);
+- ``cross_validation(run_dir)``, on a kind whose data can be folded (graph folders, tables, survival tables), gives
+  the :class:`CrossValidation` from which ``finetune`` chooses the predictor by k folds on small data and refits it
+  on every labelled item (:mod:`hub.crossval`); None (the default): the choice on the validation split;
 - ``baseline_outputs(card, path)`` gives the saved baseline's outputs for the inputs at ``path``, for ``predict``
   when the card's predictor is the baseline or a blend; a kind with no baseline predictor (the default) raises;
   ``blend_outputs(card, weight, model, baseline)`` mixes them with the model's (default: linearly; survival tables
@@ -96,7 +99,10 @@ class PredictorData:
     forecast's horizon): ``{"labels", "model", "baseline"}``, each mapping ``val`` and ``test`` to (N, K) values of
     every output, from which a baseline or blend predictor's intervals are fitted (None: ``labels``, ``model`` and
     ``baseline`` are every output, (N, K) or (N, K, ...) with the further axes, a forecast's sensors, as more
-    rows)."""
+    rows); ``shift``: held-out near-shift evidence built from the training data (``labels``, ``model``,
+    ``baseline``: the outputs the choice is made on, for validation items shifted as ``how`` says, e.g. perturbed
+    sensors), from which the member answering the rows ``predict`` flags out of distribution is chosen
+    (:func:`hub.predictor.guard_entry`; None: flagged rows keep the chosen predictor)."""
 
     task: str
     labels: dict[str, Any]
@@ -104,6 +110,7 @@ class PredictorData:
     baseline: dict[str, Any]
     save: Callable[[Path], Path]
     outputs: dict[str, dict[str, Any]] | None = None
+    shift: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +127,35 @@ class BaselineResult:
     metrics: dict[str, float]
     predictions: dict[str, list] = field(default_factory=dict)
     predictor: PredictorData | None = None
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """What ``finetune``'s cross-validated choice (:mod:`hub.crossval`) needs from a kind, on a finished run's data:
+    the items it folds (the labelled items outside the test split), how a run trains on the other folds or on every
+    labelled item, and the kind's baselines out of fold.
+
+    ``task``, ``labels`` ((N,) or (N, 2) of the folded items, in their order) and ``label_names`` as for
+    :func:`hub.crossval.fold_indices`; ``groups``: each folded item's group (unit, recording, speaker, patient),
+    or None; ``fold_overrides(k, index, seed)``: recipe overrides that train on the other folds of
+    :func:`~hub.crossval.fold_indices` (the same ``k`` and ``seed``) and validate on fold ``index``;
+    ``refit_overrides``: those that train on every labelled item, test included; ``fold_outputs(run_dir)``: a fold
+    run's model outputs on its validation items, in fold order (as :class:`PredictorData`'s); ``baselines(folds,
+    seed)``: each baseline's out-of-fold outputs by name; ``test(baseline)``: ``(labels, model, baseline)`` on the
+    test split, the model's from the run and the named baseline fitted on the folded items (None: no test split);
+    ``refit(baseline, run_dir)``: the named baseline fitted on every labelled item, saved into ``run_dir`` (the
+    file's path)."""
+
+    task: str
+    labels: Any
+    label_names: list[str] | None
+    groups: Any | None
+    fold_overrides: Callable[[int, int, int], list[str]]
+    refit_overrides: list[str]
+    fold_outputs: Callable[[Path], Any]
+    baselines: Callable[[Any, int], dict[str, Any]]
+    test: Callable[[str], tuple[Any, Any, Any]] | None
+    refit: Callable[[str, Path], Path]
 
 
 @dataclass(frozen=True)
@@ -195,6 +231,11 @@ class InputKind:
 
     def baseline(self, run_dir) -> BaselineResult | None:
         """A classical baseline fitted and scored on the split of ``run_dir``; None when the kind has none."""
+        return None
+
+    def cross_validation(self, run_dir) -> CrossValidation | None:
+        """What the choice by folds needs on the data of the finished run ``run_dir``; None (the default): the
+        kind's predictor is chosen on the validation split (:mod:`hub.predictor`)."""
         return None
 
     def baseline_outputs(self, card, path: str) -> Any:

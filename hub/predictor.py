@@ -214,7 +214,42 @@ def predictor_entry(data, asked: str = "auto") -> dict[str, Any]:
     test = {member: {f"test/{k}": v for k, v in scores(data.task, data.labels["test"],
                                                        blend(data.model["test"], data.baseline["test"], w)).items()}
             for member, w in members.items()}
-    return {"asked": asked, **dataclasses.asdict(choice), "test": test}
+    entry = {"asked": asked, **dataclasses.asdict(choice), "test": test}
+    shift = getattr(data, "shift", None)
+    if shift is not None:
+        entry["guard"] = guard_entry(data.task, shift, choice.weight)
+    return entry
+
+
+def guard_entry(task: str, shift: dict[str, Any], weight: float) -> dict[str, Any] | None:
+    """The member that answers the rows ``predict`` flags out of distribution, from held-out near-shift evidence
+    built from the training data (``shift``: ``labels``, ``model``, ``baseline`` outputs on it, ``how`` it was
+    built): of the weights on the model (:data:`WEIGHTS`) below the chosen predictor's ``weight`` (towards the
+    baseline, the classic member: the issue's rule, and a guard never hands rows to a network that merely varies
+    less), the one with the best metric there, when it is strictly better there than the chosen predictor (else
+    None: flagged rows keep the chosen predictor; a chosen baseline has none). Returns
+    ``weight``, ``member`` (model, baseline or blend), ``metric``, ``shift`` (that metric of the chosen predictor
+    and of the guard on the near shift) and ``how``."""
+    name, larger = selection_metric(task)
+    toward = [w for w in WEIGHTS if w < weight]  # only towards the baseline: the classic member is the guard
+    if not toward:
+        return None
+    value = {w: scores(task, shift["labels"], blend(shift["model"], shift["baseline"], w))[name]
+             for w in (*toward, weight)}
+    best = (max if larger else min)(toward, key=lambda w: (value[w] if not np.isnan(value[w]) else
+                                                             (-np.inf if larger else np.inf)))
+    if np.isclose(value[best], value[weight], rtol=1e-9, atol=1e-12) or not (
+            value[best] > value[weight] if larger else value[best] < value[weight]):
+        return None
+    member = "model" if best == 1.0 else "baseline" if best == 0.0 else "blend"
+    return {"weight": best, "member": member, "metric": f"shift/{name}",
+            "shift": {"chosen": value[weight], "guard": value[best]}, "how": shift["how"]}
+
+
+def member_name(weight: float) -> str:
+    """The predictor at ``weight`` on the model, as ``predict``'s ``predictor`` column names it: ``model``,
+    ``baseline`` or ``blend (w=0.7)``."""
+    return "model" if weight == 1.0 else "baseline" if weight == 0.0 else f"blend (w={weight:g})"
 
 
 def record_predictor(run_dir: Path, name: str, data, asked: str = "auto") -> dict[str, Any]:
@@ -249,8 +284,12 @@ def format_predictor(entry: dict[str, Any]) -> str:
                         for m, v in entry["validation"].items())
     chosen = entry["chosen"] + (f" (w={entry['weight']:g} on the model)" if entry["chosen"] == "blend" else "")
     test = ", ".join(f"{k} {v:.4f}" for k, v in entry["test"]["chosen"].items())
+    guard = entry.get("guard")
+    guarded = "" if not guard else (
+        f"; rows flagged out of distribution: {member_name(guard['weight'])} ({guard['metric']} "
+        f"{guard['shift']['guard']:.4f} against {guard['shift']['chosen']:.4f} on a near shift of validation)")
     return (f"predictor: {chosen}, chosen on the validation split ({metric}: {members}); its test metrics: {test}; "
-            "predict follows it")
+            f"predict follows it{guarded}")
 
 
 def blend_of(card) -> tuple[float, Path, str] | None:

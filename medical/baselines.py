@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from hub.core.weights import sha256_bytes
 from hub.errors import HubError
-from hub.kinds import BaselineResult, PredictorData
+from hub.kinds import BaselineResult, CrossValidation, PredictorData
 from hub.predictor import blend_of, load_skops, model_outputs, probabilities, rank_scores, save_arrays, save_skops
 from medical.icu_data import read_record, stay_arrays, summary_features
 from medical.survival_metrics import harrell_c, survival_array, uno_c
@@ -41,6 +42,11 @@ COX_FILE = "baseline.safetensors"
 # references)
 COX_ARRAYS = ("coef", "baseline_time", "cum_baseline_hazard", "baseline_survival", "model_reference",
               "baseline_reference")
+SURVIVAL_BASELINES = ("CoxPH", "random survival forest")  # in the choice by folds of a small survival table
+RSF_ARGS = {"n_estimators": 200, "min_samples_leaf": 10, "max_features": "sqrt", "n_jobs": 1}
+RSF_FILE = "baseline_forest.skops"
+# the types of a fitted random survival forest that skops does not trust by default: its allow-list
+RSF_TYPES = ("sklearn.tree._tree.Tree", "sksurv.ensemble.forest.RandomSurvivalForest", "sksurv.tree.tree.SurvivalTree")
 ICU_BASELINE_FILE = "baseline.skops"
 # the one type of the ICU pipeline (SimpleImputer, QuantileTransformer, LogisticRegression) that skops does not trust
 # by default: the imputer's fitted dtype; loading a file that holds any other is refused
@@ -124,6 +130,98 @@ def coxph_on_run_split(run_dir) -> BaselineResult:
     from hub.models import load
 
     return coxph_baseline(_run_data(run_dir)[0], model=load(str(run_dir)))
+
+
+def fit_survival_baseline(name: str, x: np.ndarray, time: np.ndarray, event: np.ndarray, seed: int = 0):
+    """One of :data:`SURVIVAL_BASELINES` fitted on covariates ``x`` (N, P), times and events (N,); its
+    ``predict(x)`` gives risks, higher for an earlier event: CoxPH with a ridge penalty (:data:`COXPH_RIDGE`), or
+    scikit-survival's random survival forest (:data:`RSF_ARGS`; its risk: the predicted cumulative hazard summed
+    over the training event times)."""
+    from sksurv.ensemble import RandomSurvivalForest
+    from sksurv.linear_model import CoxPHSurvivalAnalysis
+
+    if name not in SURVIVAL_BASELINES:
+        raise HubError(f"unknown survival baseline {name!r}; expected one of {list(SURVIVAL_BASELINES)}")
+    model = (CoxPHSurvivalAnalysis(alpha=COXPH_RIDGE, ties="efron") if name == "CoxPH"
+             else RandomSurvivalForest(**RSF_ARGS, random_state=seed))
+    return model.fit(x, survival_array(time, event))
+
+
+def survival_cross_validation(run_dir) -> CrossValidation:
+    """The choice by folds of a survival table's run (:class:`hub.kinds.CrossValidation`): folds of the patients
+    outside the test split (``data.args.cv_fold``, stratified by event), CoxPH and the random survival forest out of
+    fold, and the refit on every patient (``data.args.refit``). Every member's out-of-fold risks are rank-normalised
+    within their fold (:func:`hub.predictor.rank_scores` against themselves), so that folds whose models score on
+    different scales pool into one Harrell's C."""
+    from hub.models import load
+    from hub.recipe import apply_overrides, load_recipe, validate_recipe
+    from hub.run.train import build_data
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    data, seed = build_data(recipe), recipe.seed
+    model = load(str(run_dir))
+    ours = {k: model_outputs(model, getattr(data, f"{k}_set")).reshape(-1) for k in ("val", "test")}
+
+    def within(risk):
+        return rank_scores(risk, risk)
+
+    def fold_outputs(fold_dir):
+        fold_data = _run_data(fold_dir)[0]
+        return within(model_outputs(load(str(fold_dir)), fold_data.val_set).reshape(-1))
+
+    def baselines(folds, fold_seed):
+        out = {name: np.full(len(data.pool_labels), np.nan) for name in SURVIVAL_BASELINES}
+        for index, (_, val) in enumerate(folds):
+            fold = validate_recipe(apply_overrides(recipe.to_dict(), [f"data.args.cv_fold=[{len(folds)},{index},"
+                                                                       f"{fold_seed}]"]), f"fold {index}")
+            fold_data = build_data(fold)
+            x_val = _covariates(fold_data.val_set)[0]
+            for name in SURVIVAL_BASELINES:
+                out[name][val] = within(fit_survival_baseline(name, *_covariates(fold_data.train_set), seed)
+                                        .predict(x_val))
+        return out
+
+    def test(name):
+        pooled = [np.concatenate(parts) for parts in zip(_covariates(data.train_set), _covariates(data.val_set))]
+        fitted = fit_survival_baseline(name, *pooled, seed)
+        theirs = {k: fitted.predict(_covariates(getattr(data, f"{k}_set"))[0]) for k in ("val", "test")}
+        return (data.test_set.target.numpy().astype(np.float64), rank_scores(ours["test"], ours["val"]),
+                rank_scores(theirs["test"], theirs["val"]))
+
+    def refit(name, out_dir):
+        final_data = _run_data(out_dir)[0]  # the refit's data: every patient trains, standardised as its card
+        fitted = fit_survival_baseline(name, *_covariates(final_data.train_set), seed)
+        x_val = _covariates(final_data.val_set)[0]
+        arrays = {"model_reference": np.sort(model_outputs(load(str(out_dir)), final_data.val_set).reshape(-1)),
+                  "baseline_reference": np.sort(fitted.predict(x_val))}
+        if name == "CoxPH":
+            hazard = fitted.cum_baseline_hazard_
+            arrays.update({"coef": np.asarray(fitted.coef_, np.float64),
+                           "baseline_time": np.asarray(hazard.x, np.float64),
+                           "cum_baseline_hazard": np.asarray(hazard.y, np.float64),
+                           "baseline_survival": np.asarray(fitted.baseline_survival_.y, np.float64)})
+        else:  # the forest in its skops file, whose sha256 the (checked) arrays carry
+            forest = save_skops(fitted, Path(out_dir) / RSF_FILE)
+            arrays["forest_sha256"] = np.frombuffer(bytes.fromhex(sha256_bytes(forest.read_bytes())), np.uint8)
+        return save_arrays(arrays, Path(out_dir) / COX_FILE)
+
+    return CrossValidation(
+        task="survival", labels=data.pool_labels, label_names=None, groups=None,
+        fold_overrides=lambda k, index, fold_seed: [f"data.args.cv_fold=[{k},{index},{fold_seed}]"],
+        refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines, test=test,
+        refit=refit)
+
+
+def kept_survival_risk(arrays: dict[str, np.ndarray], card_dir: Path, inputs: dict) -> np.ndarray:
+    """The risks of the survival baseline kept with a card (its ``baseline.safetensors`` ``arrays``, sha256
+    checked) for the models' keyword ``inputs``: CoxPH's linear predictor (:func:`cox_risk`), or the random
+    survival forest's, read from its skops file (:data:`RSF_FILE`) against the sha256 the arrays carry and
+    :data:`RSF_TYPES`. Shapes: -> (N,)."""
+    if "coef" in arrays:
+        return cox_risk(arrays, inputs)
+    forest = load_skops(Path(card_dir) / RSF_FILE, bytes(arrays["forest_sha256"].astype(np.uint8)).hex(), RSF_TYPES)
+    parts = [inputs["genes"].numpy()] if "genes" in inputs else []
+    return forest.predict(np.concatenate([*parts, inputs["clinical"].numpy()], 1).astype(np.float64))
 
 
 def stay_features(means: np.ndarray, static_raw: np.ndarray, stats: dict) -> np.ndarray:

@@ -21,6 +21,7 @@ from hub.data import read_csv_frame, row_numbers
 from hub.errors import DataError
 from hub.kinds import (
     BaselineResult,
+    CrossValidation,
     InputForm,
     InputKind,
     KindOption,
@@ -41,12 +42,12 @@ from hub.recipe import (
     scratch_recipe,
 )
 from medical.baselines import (
-    COX_ARRAYS,
-    cox_risk,
     coxph_on_run_split,
+    kept_survival_risk,
     logistic_regression_on_run_split,
     logistic_regression_outputs,
     ranked_blend,
+    survival_cross_validation,
 )
 from medical.explain import explain_stays
 from medical.icu_data import read_record, stay_arrays
@@ -131,13 +132,19 @@ class SurvivalTableKind(InputKind):
     def baseline(self, run_dir) -> BaselineResult:
         return coxph_on_run_split(run_dir)
 
+    def cross_validation(self, run_dir) -> CrossValidation:
+        """Folds of the patients outside the test split, CoxPH and a random survival forest out of fold
+        (:func:`medical.baselines.survival_cross_validation`)."""
+        return survival_cross_validation(run_dir)
+
     def baseline_outputs(self, card, path: str) -> torch.Tensor:
-        """The kept CoxPH's risks (its linear predictor, a log hazard ratio like the models') for the patient rows of
-        the CSV at ``path``, read as :meth:`predict` reads them; the arrays come from the card's
-        ``baseline.safetensors`` (sha256 checked)."""
+        """The kept baseline's risks for the patient rows of the CSV at ``path``, read as :meth:`predict` reads
+        them: CoxPH's linear predictor (a log hazard ratio like the models'), or a random survival forest's (kept
+        after a choice by folds); the arrays come from the card's ``baseline.safetensors`` (sha256 checked)."""
         spec = self.spec(card)
         table = read_csv_frame(path, f"one row per patient with the columns {list(spec.genes)} and {spec.clinical}")
-        return torch.from_numpy(cox_risk(_cox_arrays(card), _survival_model_inputs(spec, table, path)))
+        risk = kept_survival_risk(_cox_arrays(card), card.card_dir or ".", _survival_model_inputs(spec, table, path))
+        return torch.from_numpy(np.asarray(risk, np.float64))
 
     def blend_outputs(self, card, weight: float, model: torch.Tensor, baseline: torch.Tensor) -> torch.Tensor:
         """A blend averages the two members' rank-normalised risks (each against its validation risks, kept in
@@ -191,12 +198,13 @@ class SurvivalTableKind(InputKind):
 
 
 def _cox_arrays(card) -> dict[str, Any]:
-    """The arrays of the CoxPH kept with ``card`` (its predictor's baseline file, sha256 checked)."""
+    """The arrays of the survival baseline kept with ``card`` (its predictor's baseline file, sha256 checked): the
+    two members' validation risks that a blend ranks against, and CoxPH's fit or the forest's file's sha256."""
     found = blend_of(card)
     if found is None:
         raise DataError(f"the card of {card.name} predicts with its model; it keeps no CoxPH")
     _, path, sha256 = found
-    return load_arrays(path, sha256, COX_ARRAYS)
+    return load_arrays(path, sha256, ("model_reference", "baseline_reference"))
 
 
 def _survival_model_inputs(spec: SurvivalTableSpec, rows, source) -> dict[str, torch.Tensor]:

@@ -102,14 +102,21 @@ class SurvivalTableData(HubDataModule):
         val_fraction: fraction of the training patients held out for validation (default 0.2).
         loss: ``"efron"`` (default) or ``"breslow"`` (the Cox partial likelihood with those tie corrections) or
             ``"weighted"`` (the weighted Cox loss).
-        rank_weight: weight of the pairwise ordering loss added to it (default 0: none)."""
+        rank_weight: weight of the pairwise ordering loss added to it (default 0: none).
+        cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the patients outside the test split and
+            validate on fold ``index`` (:func:`hub.crossval.fold_indices`, stratified by event: a fold run of
+            finetune's cross-validated choice).
+        refit: train on every patient, test included (that choice's refit; validation and test figures in-sample)."""
 
     task = "survival"
 
     def __init__(self, batch_size: int = 8192, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                 val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0):
+                 val_fraction: float = 0.2, loss: str = "efron", rank_weight: float = 0.0,
+                 cv_fold: list[int] | None = None, refit: bool = False):
         super().__init__(batch_size, num_workers, seed)
         self.split_seed, self.val_fraction, self.loss, self.rank_weight = split_seed, val_fraction, loss, rank_weight
+        self.cv_fold, self.refit = cv_fold, refit
+        self.pool_labels: np.ndarray | None = None  # (N, 2) time, event of the patients outside the test split
         self.gene_names: list[str] = []
         self.clinical_names: list[str] = []
         self.train_time = self.train_event = None
@@ -127,8 +134,21 @@ class SurvivalTableData(HubDataModule):
         parts = self.load()
         self.gene_names, self.clinical_names = list(parts["genes"]), list(parts["clinical"])
         x, time, event = parts["train"]
-        train, val = stratified_split(event.astype(np.int64), (1 - self.val_fraction, self.val_fraction),
-                                      self.split_seed, source=parts.get("info", {}).get("source"))
+        self.pool_labels = np.stack([time, event], 1)
+        split = f"validation: {self.val_fraction:.0%} of train, stratified by event, split_seed={self.split_seed}"
+        if self.cv_fold is not None:
+            from hub.crossval import fold_indices
+
+            k, index, fold_seed = (int(v) for v in self.cv_fold)
+            train, val = fold_indices("survival", self.pool_labels, k=k, seed=fold_seed, warn=lambda line: None)[index]
+            split = f"fold {index} of {k} (seed {fold_seed}) of the patients outside the test split"
+        else:
+            train, val = stratified_split(event.astype(np.int64), (1 - self.val_fraction, self.val_fraction),
+                                          self.split_seed, source=parts.get("info", {}).get("source"))
+        if self.refit:  # every patient trains, test included: validation and test figures are in-sample
+            x, time, event = (np.concatenate([a, b]) for a, b in zip(parts["train"], parts["test"]))
+            train = np.arange(len(time))
+            split += "; refit: every patient trains (validation and test figures in-sample)"
         mean = np.nanmean(x[train], 0)
         std = np.nanstd(x[train], 0)
         std = np.where(std > 0, std, 1.0)
@@ -139,9 +159,7 @@ class SurvivalTableData(HubDataModule):
         self.input_spec = {"kind": "survival_table", "genes": self.gene_names, "clinical": self.clinical_names,
                            "mean": [float(v) for v in mean], "std": [float(v) for v in std],
                            **({"categories": parts["categories"]} if parts.get("categories") else {})}
-        self.info = {**parts["info"], "sizes": [len(train), len(val), len(parts["test"][1])],
-                     "split": f"validation: {self.val_fraction:.0%} of train, stratified by event, "
-                              f"split_seed={self.split_seed}"}
+        self.info = {**parts["info"], "sizes": [len(train), len(val), len(parts["test"][1])], "split": split}
         self.output_names = ["risk"]  # one log hazard ratio per patient
 
     def _rows(self, x: np.ndarray, time: np.ndarray, event: np.ndarray, mean, std) -> SurvivalRows:
@@ -367,12 +385,13 @@ def survival_csv(path: str, time_col: str = "time", event_col: str = "event", ge
                  test_fraction: float = 0.2, expect_num_genes: int | None = None,
                  expect_num_clinical: int | None = None, batch_size: int = 8192, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.2, loss: str = "efron",
-                 rank_weight: float = 0.0) -> SurvivalCSVData:
+                 rank_weight: float = 0.0, cv_fold: list[int] | None = None, refit: bool = False) -> SurvivalCSVData:
     """A survival CSV: time and event (0/1) columns, optional gene columns, clinical columns (default: the rest).
 
     An ``id`` column is not a covariate; clinical columns are numeric or categorical (``categories``: column -> its
-    categories; default: inferred from the training and validation rows)."""
+    categories; default: inferred from the training and validation rows). ``cv_fold`` and ``refit``: the fold runs
+    and the refit of finetune's cross-validated choice (:class:`SurvivalTableData`)."""
     return SurvivalCSVData(path, time_col, event_col, list(gene_cols), clinical_cols, categories, test_fraction,
                            expect_num_genes, expect_num_clinical, batch_size=batch_size, num_workers=num_workers,
                            seed=seed, split_seed=split_seed, val_fraction=val_fraction, loss=loss,
-                           rank_weight=rank_weight)
+                           rank_weight=rank_weight, cv_fold=cv_fold, refit=refit)

@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.metrics import accuracy_score, f1_score, mean_absolute_error, mean_squared_error, roc_auc_score
 
 from hub.errors import HubError
-from hub.kinds import BaselineResult, PredictorData
+from hub.kinds import BaselineResult, CrossValidation, PredictorData
 from hub.predictor import HIST_GRADIENT_BOOSTING_TYPES, save_skops
 
 BASELINE_FILE = "baseline.skops"
@@ -145,3 +145,94 @@ def baseline_outputs(card, path: str) -> np.ndarray:
     x = np.concatenate(pre.transform(read_table(path)), 1)
     values = baseline_values(estimator, x, pre.task, len(pre.classes or []))
     return values * pre.target_std + pre.target_mean if pre.task == "regression" else values
+
+
+def _in_units(values: np.ndarray, data, classes: list[str]) -> np.ndarray:
+    """A split's outputs (:func:`model_values` or :func:`baseline_values` of ``data``'s preprocessing) in common
+    terms: a regression's values in the target's units, a classifier's probabilities over ``classes`` (a class the
+    fold's preprocessing never saw at 0)."""
+    pre = data.preprocessor
+    if pre.task == "regression":
+        return values * pre.target_std + pre.target_mean
+    out = np.zeros((len(values), len(classes)))
+    out[:, [classes.index(c) for c in pre.classes]] = values
+    return out
+
+
+def gbdt_cross_validation(run_dir) -> CrossValidation:
+    """The choice by folds of a table's run (:class:`hub.kinds.CrossValidation`): folds of the rows outside the test
+    split (``data.args.cv_fold``: stratified by class), HistGradientBoosting out of fold, and the refit on every row
+    (``data.args.refit``). Values are compared in the target's units (each fold standardises its own)."""
+    from hub.models import load
+    from hub.recipe import apply_overrides, load_recipe, validate_recipe
+    from hub.run.train import build_data
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    data, seed = build_data(recipe), recipe.seed
+    data.setup()
+    classes, kind = list(data.preprocessor.classes), data.task
+    task = "regression" if kind == "regression" else "classification"
+
+    def outputs(model, part, split_data):
+        temperature = float(model.pretrained_cfg.calibration.get("temperature", 1.0))
+        return _in_units(model_values(model, part, kind, temperature), split_data, classes)
+
+    def labels_of(parts, split_data):
+        y = np.concatenate([p.y.numpy() for p in parts])
+        return y * split_data.preprocessor.target_std + split_data.preprocessor.target_mean if task == "regression" \
+            else y
+
+    def fold_data(k, index, fold_seed):
+        fold = validate_recipe(apply_overrides(recipe.to_dict(), [f"data.args.cv_fold=[{k},{index},{fold_seed}]"]),
+                               f"fold {index}")
+        fold_data = build_data(fold)
+        fold_data.setup()
+        return fold_data
+
+    def fold_outputs(fold_dir):
+        fold_data = build_data(load_recipe(Path(fold_dir) / "recipe.yaml"))
+        fold_data.setup()
+        return outputs(load(str(fold_dir)), fold_data.val_set, fold_data)
+
+    def baselines(folds, fold_seed):
+        out = None
+        for index, (_, val) in enumerate(folds):
+            fold = fold_data(len(folds), index, fold_seed)
+            _, estimator = _fit_gbdt(fold, seed)
+            values = _in_units(baseline_values(estimator, _xy(fold.val_set)[0], kind, fold.num_classes or 0), fold,
+                               classes)
+            out = np.full((len(data.pool_labels), *values.shape[1:]), np.nan) if out is None else out
+            out[val] = values
+        return {"HistGradientBoosting": out}
+
+    def test(name):
+        model = load(str(run_dir))
+        x = np.concatenate([_xy(data.train_set)[0], _xy(data.val_set)[0]])
+        y = np.concatenate([data.train_set.y.numpy(), data.val_set.y.numpy()])
+        estimator = _fit_on(data, x, y, seed)
+        theirs = baseline_values(estimator, _xy(data.test_set)[0], kind, data.num_classes or 0)
+        return (labels_of([data.test_set], data), outputs(model, data.test_set, data),
+                _in_units(theirs, data, classes))
+
+    def refit(name, out_dir):
+        final = build_data(load_recipe(Path(out_dir) / "recipe.yaml"))
+        final.setup()
+        _, estimator = _fit_gbdt(final, seed)
+        return save_skops(estimator, Path(out_dir) / BASELINE_FILE)
+
+    return CrossValidation(
+        task=task, labels=labels_of([data.train_set, data.val_set], data), label_names=classes or None, groups=None,
+        fold_overrides=lambda k, index, fold_seed: [f"data.args.cv_fold=[{k},{index},{fold_seed}]"],
+        refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines, test=test,
+        refit=refit)
+
+
+def _fit_on(data, x: np.ndarray, y: np.ndarray, seed: int):
+    """HistGradientBoosting as :func:`_fit_gbdt` fits it, on the rows ``x`` (preprocessed as ``data``'s) and
+    targets ``y``."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+
+    categorical = np.arange(x.shape[1]) >= data.train_set.x_num.shape[1]
+    estimator = (HistGradientBoostingRegressor if data.task == "regression" else HistGradientBoostingClassifier)(
+        categorical_features=categorical if categorical.any() else None, random_state=seed)
+    return estimator.fit(x, y)

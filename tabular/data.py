@@ -15,6 +15,7 @@ called when training starts by the callback that :meth:`TabularData.callbacks` h
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -107,14 +108,20 @@ class TabularData(HubDataModule):
         label_fraction: in (0, 1]; below 1, only a stratified ``label_fraction`` of the training rows keep their
             labels (the TabTransformer paper's semi-supervised setting). Default 1: all.
         pretrain_epochs: epochs of TabTransformer's replaced-token-detection pre-training on every training row
-            before fitting (0, the default: none; only the ``tab_transformer`` model accepts more)."""
+            before fitting (0, the default: none; only the ``tab_transformer`` model accepts more).
+        cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the rows outside the test split (train and
+            validation, in that order) and validate on fold ``index`` (:func:`hub.crossval.fold_indices`: a fold run
+            of finetune's cross-validated choice).
+        refit: train on every row, test included (that choice's refit; validation and test figures in-sample)."""
 
     def __init__(self, target: str, task: str = "auto", numeric: list[str] | None = None,
                  categorical: list[str] | None = None, scaling: str = "quantile", val_fraction: float = 0.15,
                  test_fraction: float = 0.15, split_seed: int = 0, info: dict[str, Any] | None = None,
                  batch_size: int = 256, num_workers: int = 0, seed: int = 0, label_fraction: float = 1.0,
-                 pretrain_epochs: int = 0):
+                 pretrain_epochs: int = 0, cv_fold: list[int] | None = None, refit: bool = False):
         super().__init__(batch_size, num_workers, seed)
+        self.cv_fold, self.refit = cv_fold, refit
+        self.pool_labels: np.ndarray | None = None  # the labels of the rows outside the test split (train, val)
         if not 0 < label_fraction <= 1 or pretrain_epochs < 0:
             raise DataError(f"expected 0 < data.args.label_fraction <= 1 and data.args.pretrain_epochs >= 0, got "
                             f"{label_fraction} and {pretrain_epochs}")
@@ -147,15 +154,17 @@ class TabularData(HubDataModule):
             labels = _labels(frame[self.target])
             values, counts = np.unique(labels, return_counts=True)
             rare = {str(v): int(c) for v, c in zip(values, counts) if c < len(fractions)}
-            if rare:
-                raise DataError(f"target column {self.target!r}: class(es) {rare} have fewer than "
-                                f"{len(fractions)} rows (rows {_rows(np.isin(labels, list(rare)))}); "
-                                "a stratified split needs at least "
-                                f"{len(fractions)} per class. Fix or drop those rows")
+            kept = ~np.isin(labels, list(rare))
+            if rare:  # kept whole in training (the first part), never dropped, never an error
+                logging.getLogger(__name__).warning(
+                    f"target column {self.target!r}: class(es) {rare} have fewer than the {len(fractions)} rows a "
+                    f"stratified split needs (rows {_rows(~kept)}); they stay in training (not validated or tested)")
             try:
-                parts = stratified_split(pd.factorize(labels)[0], fractions, self.split_seed)
+                parts = stratified_split(pd.factorize(labels[kept])[0], fractions, self.split_seed)
             except DataError as err:
                 raise DataError(f"target column {self.target!r}: {err}") from None
+            parts = [np.flatnonzero(kept)[p] for p in parts]
+            parts[0] = np.sort(np.concatenate([parts[0], np.flatnonzero(~kept)]))
         return [frame.iloc[p].reset_index(drop=True) for p in parts]
 
     def setup(self, stage: str | None = None) -> None:
@@ -168,7 +177,14 @@ class TabularData(HubDataModule):
         else:
             train, val, test = self._split(loaded, (1 - self.val_fraction - self.test_fraction, self.val_fraction,
                                                     self.test_fraction))
+        split = (f"validation {self.val_fraction:.0%}, test "
+                 f"{'the published test file' if isinstance(loaded, tuple) else f'{self.test_fraction:.0%}'}")
+        train, val, split = self._folded(train, val, test, split)
         pre = TabularPreprocessor.fit(train, self.target, self.task_kind, self.numeric, self.categorical, self.scaling)
+        if self.cv_fold is not None and pre.task != "regression":  # a class of fewer rows than folds is validated in
+            pre.classes = TabularPreprocessor.fit(  # some fold it did not train on: the classes are the pool's
+                pd.concat([train, val]), self.target, self.task_kind, self.numeric, self.categorical,
+                self.scaling).classes
         unlabelled = 0
         if self.label_fraction < 1:
             if self.pretrain_epochs:  # every training row's categoricals, labels unused
@@ -189,12 +205,30 @@ class TabularData(HubDataModule):
         if self.pretrain_epochs and self.pretrain_x_cat is None:  # every row is labelled: pre-train on them
             self.pretrain_x_cat = self.train_set.x_cat
         self.input_spec = {"kind": "table", "preprocessor": pre.to_dict()}
-        test_split = "the published test file" if isinstance(loaded, tuple) else f"{self.test_fraction:.0%}"
         self.info = {**self.base_info, "sizes": [len(train), len(val), len(test)],
                      **({"unlabelled_train_rows": unlabelled} if unlabelled else {}),
-                     "split": f"validation {self.val_fraction:.0%}, test {test_split}, "
-                              f"{'stratified by class, ' if pre.task != 'regression' else ''}"
+                     "split": f"{split}, {'stratified by class, ' if pre.task != 'regression' else ''}"
                               f"split_seed={self.split_seed}"}
+
+    def _folded(self, train: pd.DataFrame, val: pd.DataFrame, test: pd.DataFrame,
+                split: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+        """``(train, val, split)`` as ``cv_fold`` and ``refit`` make them (see the class docstring)."""
+        pool = pd.concat([train, val], ignore_index=True)
+        regression = (self.task_kind if self.task_kind != "auto" else infer_task(pool[self.target])) == "regression"
+        self.pool_labels = (pool[self.target].to_numpy(np.float64) if regression
+                            else pd.factorize(_labels(pool[self.target]), sort=True)[0])
+        if self.cv_fold is not None:
+            from hub.crossval import fold_indices
+
+            k, index, fold_seed = (int(v) for v in self.cv_fold)
+            fit, held = fold_indices("regression" if regression else "classification", self.pool_labels, k=k,
+                                     seed=fold_seed, warn=lambda line: None)[index]
+            train, val = pool.iloc[fit].reset_index(drop=True), pool.iloc[held].reset_index(drop=True)
+            split = f"fold {index} of {k} (seed {fold_seed}) of the rows outside the test split"
+        if self.refit:  # every row trains, test included: validation and test figures are in-sample
+            train = pd.concat([pool, test], ignore_index=True)
+            split += "; refit: every row trains (validation and test figures in-sample)"
+        return train, val, split
 
     def model_args(self) -> dict[str, Any]:
         pre = self.preprocessor
@@ -327,11 +361,12 @@ def churn_modelling(batch_size: int = 256, num_workers: int = 0, seed: int = 0, 
 def tabular_csv(path: str, target: str, task: str = "auto", numeric: list[str] | None = None,
                 categorical: list[str] | None = None, drop: list[str] = (), scaling: str = "quantile",
                 val_fraction: float = 0.15, test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 256,
-                num_workers: int = 0, seed: int = 0) -> CSVData:
-    """Any CSV with a header: ``target`` column, task auto|binary|multiclass|regression, the other columns features."""
+                num_workers: int = 0, seed: int = 0, cv_fold: list[int] | None = None, refit: bool = False) -> CSVData:
+    """Any CSV with a header: ``target`` column, task auto|binary|multiclass|regression, the other columns features.
+    ``cv_fold`` and ``refit``: the fold runs and the refit of finetune's cross-validated choice."""
     if task not in TASKS:
         raise DataError(f"data.args.task must be one of {TASKS}, got {task!r}")
     return CSVData(path, drop, target=target, task=task, numeric=numeric, categorical=categorical, scaling=scaling,
                    val_fraction=val_fraction, test_fraction=test_fraction, split_seed=split_seed,
                    info={"source": str(path), "license": "the user's data"}, batch_size=batch_size,
-                   num_workers=num_workers, seed=seed)
+                   num_workers=num_workers, seed=seed, cv_fold=cv_fold, refit=refit)

@@ -15,9 +15,19 @@ import torch
 
 from hub.data import row_numbers
 from hub.errors import DataError
-from hub.kinds import BaselineResult, InputForm, InputKind, KindOption, KindSpec, OODProfile, batch_axes, register_kind
+from hub.kinds import (
+    BaselineResult,
+    CrossValidation,
+    InputForm,
+    InputKind,
+    KindOption,
+    KindSpec,
+    OODProfile,
+    batch_axes,
+    register_kind,
+)
 from hub.recipe import DataSection, EarlyStoppingSection, OptimizerSection, Recipe, TrainerSection, scratch_recipe
-from tabular.baselines import baseline_outputs, gbdt_on_run_split
+from tabular.baselines import baseline_outputs, gbdt_cross_validation, gbdt_on_run_split
 from tabular.explain import explain_rows
 from tabular.io import TabularPreprocessor, read_table, table_cells
 
@@ -94,6 +104,11 @@ class TableKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return gbdt_on_run_split(run_dir)
+
+    def cross_validation(self, run_dir) -> CrossValidation:
+        """Folds of the rows outside the test split, HistGradientBoosting out of fold, the refit on every row
+        (:func:`tabular.baselines.gbdt_cross_validation`)."""
+        return gbdt_cross_validation(run_dir)
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x_num`` (B, numeric columns and missing indicators) float32, ``x_cat`` (B, categorical columns) int64

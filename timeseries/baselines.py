@@ -6,7 +6,10 @@
   With the run's model, also the :class:`~hub.kinds.PredictorData` from which ``finetune`` chooses the run's
   predictor (:mod:`hub.predictor`) on the RUL now of the validation windows; the baseline forecasts the later
   cycles as the targets run, ``clip(rul - h, 0, cap)`` (:func:`rul_forecast`), so a blend mixes every output. The
-  fitted regressor is kept as ``baseline.skops``, read back only through :data:`TRUSTED_TYPES`.
+  fitted regressor is kept as ``baseline.skops``, read back only through :data:`TRUSTED_TYPES`. The predictor data
+  carry near-shift evidence (:func:`perturbed_sensors`: the validation windows with every sensor offset by a constant
+  per window), from which ``finetune`` chooses the member that answers the windows ``predict`` flags out of
+  distribution (:func:`hub.predictor.guard_entry`).
 * Traffic: the last value (the last reading of the input window, carried over every output step) and the
   historical average (the mean of the training speeds at the same time of day). The one with the lower masked MAE
   over all steps on the validation split (the task's ``val/mae``) is the baseline; the other's test metrics are
@@ -43,6 +46,9 @@ from timeseries.tasks import TrafficForecastTask, masked_mae, nasa_score_terms
 RUL_BASELINE = "HistGradientBoosting on window statistics"
 RUL_FILE = "baseline.skops"
 TRUSTED_TYPES = HIST_GRADIENT_BOOSTING_TYPES  # a kept regressor holding any other type is refused
+# the RUL guard's near shift (perturbed_sensors): each sensor of a validation window offset by a constant drawn from
+# N(0, SHIFT_STD^2) of its training range (the windows are min-max scaled), one per window and sensor
+SHIFT_STD, SHIFT_SEED = 0.25, 0
 TRAFFIC_FILE = "baseline.safetensors"
 TRAFFIC_METHODS = ("historical_average", "last_value")  # the kept ``method`` indexes these
 TRAFFIC_ARRAYS = ("profile", "method")  # the time-of-day profile (steps per day, N), the method's index (1,)
@@ -101,11 +107,27 @@ def rul_predictor_data(data: RULWindowData, model, estimator) -> PredictorData:
     ours = {k: model_outputs(model, d) for k, d in splits.items()}
     windows = {k: d.tensors[0].numpy().astype(np.float64) for k, d in splits.items()}
     theirs = {k: rul_forecast(estimator, w, labels[k].shape[1], data.rul_cap) for k, w in windows.items()}
+    shifted = perturbed_sensors(windows["val"])
+    shifted_set = torch.utils.data.TensorDataset(torch.as_tensor(shifted, dtype=torch.float32), data.val_set.tensors[1])
     return PredictorData(
         task="regression", labels={k: v[:, 0] for k, v in labels.items()}, model={k: v[:, 0] for k, v in ours.items()},
         baseline={k: estimator.predict(window_statistics(w)) for k, w in windows.items()},
         save=lambda run_dir: save_skops(estimator, Path(run_dir) / RUL_FILE),
-        outputs={"labels": labels, "model": ours, "baseline": theirs})
+        outputs={"labels": labels, "model": ours, "baseline": theirs},
+        shift={"labels": labels["val"][:, 0], "model": model_outputs(model, shifted_set)[:, 0],
+               "baseline": estimator.predict(window_statistics(shifted)),
+               "how": f"the validation units' windows with each sensor offset by a constant drawn from N(0, "
+                      f"{SHIFT_STD:g}^2) of its training range per window (seed {SHIFT_SEED}): an operating "
+                      "condition or fault mode the training units did not show"})
+
+
+def perturbed_sensors(windows: np.ndarray, std: float | None = None, seed: int | None = None) -> np.ndarray:
+    """The near shift of the RUL guard's evidence: min-max scaled ``windows`` (W, T, S) with each sensor of each
+    window offset by one constant, drawn from N(0, ``std``^2) (in training ranges; default :data:`SHIFT_STD`, seed
+    :data:`SHIFT_SEED`). Shapes: (W, T, S) -> (W, T, S)."""
+    rng = np.random.default_rng(SHIFT_SEED if seed is None else seed)
+    offsets = rng.normal(0.0, SHIFT_STD if std is None else std, (windows.shape[0], 1, windows.shape[2]))
+    return windows + offsets
 
 
 def rul_forecast(estimator, windows: np.ndarray, horizon: int, rul_cap: float) -> np.ndarray:

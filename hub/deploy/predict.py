@@ -12,6 +12,7 @@ on the same rows. ``attnhub predict`` prints and writes them."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 from typing import IO, Iterable, Iterator
 
 import torch
@@ -19,7 +20,7 @@ import torch
 from hub.data import read_csv_frame
 from hub.errors import HubError
 from hub.kinds import InputForm, kind_of, predict_logits
-from hub.predictor import blend_of
+from hub.predictor import blend_of, member_name
 from hub.uncertainty.conformal import interval_columns
 from hub.uncertainty.ood import HEADER as OOD_HEADER
 from hub.uncertainty.ood import PredictionScorer
@@ -69,18 +70,29 @@ def prediction_cells(logits: torch.Tensor, card, k: int,
 
 
 def predictor_mix(card, paths: list[str]):
-    """``mix(values) -> values`` of the card's predictor (:mod:`hub.predictor`), called on the model's
+    """``mix(values, flagged=None) -> values`` of the card's predictor (:mod:`hub.predictor`), called on the model's
     :func:`predicted_values` of each batch that its input kind's reader yields for ``paths``, in order: the
     model's as they are, or the kind's ``blend_outputs`` of them and the saved baseline's outputs for the same
-    inputs (the kind's ``baseline_outputs``, read one path at a time as the batches reach it)."""
+    inputs (the kind's ``baseline_outputs``, read one path at a time as the batches reach it). Where the card keeps
+    a guard (``predictor["guard"]``, :func:`hub.predictor.guard_entry`), the rows ``flagged`` out of distribution
+    (a bool per input, dim 0 of ``values``) take the guard's member instead (:func:`row_predictors` names them)."""
+    entry = getattr(card, "predictor", None) or {}
+    guard = entry.get("guard")
     found = blend_of(card)
-    if found is None:
-        return lambda values: values
-    weight, kind = found[0], kind_of(card)
-    pending = (torch.as_tensor(kind.baseline_outputs(card, path), dtype=torch.float32) for path in paths)
+    if found is None and guard is None:
+        return lambda values, flagged=None: values
+    weight = 1.0 if found is None else found[0]
+    # the baseline's file is read through a card whose predictor is the guard's member when the chosen one is the model
+    reading = card if found is not None else dataclasses.replace(
+        card, predictor={**entry, "chosen": guard["member"], "weight": guard["weight"]})
+    kind = kind_of(card)
+    pending = (torch.as_tensor(kind.baseline_outputs(reading, path), dtype=torch.float32) for path in paths)
     held = torch.zeros(0)  # baseline outputs read but not yet mixed
 
-    def mix(values: torch.Tensor) -> torch.Tensor:
+    def at(w: float, values: torch.Tensor, theirs: torch.Tensor) -> torch.Tensor:
+        return values if w == 1.0 else kind.blend_outputs(reading, w, values, theirs)
+
+    def mix(values: torch.Tensor, flagged: list[bool] | None = None) -> torch.Tensor:
         nonlocal held
         theirs = held
         while len(theirs) < len(values):
@@ -90,16 +102,34 @@ def predictor_mix(card, paths: list[str]):
                                f"input kind {kind.name!r} reads them differently")
             theirs = more if len(theirs) == 0 else torch.cat([theirs, more])
         held = theirs[len(values):]
-        return kind.blend_outputs(card, weight, values, theirs[:len(values)].reshape(values.shape))
+        theirs = theirs[:len(values)].reshape(values.shape)
+        chosen = at(weight, values, theirs)
+        if guard is None or not flagged or not any(flagged):
+            return chosen
+        rows = torch.tensor(flagged, dtype=torch.bool).view(-1, *[1] * (values.dim() - 1))
+        return torch.where(rows, at(guard["weight"], values, theirs).to(chosen.dtype), chosen)
 
     return mix
+
+
+def row_predictors(card, flagged: list[bool] | None, count: int) -> list[str] | None:
+    """The ``predictor`` column of ``count`` rows where the card keeps a guard (else None: every row is the card's
+    chosen predictor's): the chosen member's name (:func:`hub.predictor.member_name`), or the guard's with
+    ``(guard: ood)`` on the rows ``flagged`` out of distribution."""
+    entry = getattr(card, "predictor", None) or {}
+    if not entry.get("guard"):
+        return None
+    chosen = member_name(float(entry.get("weight", 1.0)))
+    guarded = f"{member_name(float(entry['guard']['weight']))} (guard: ood)"
+    return [guarded if flagged and flagged[i] else chosen for i in range(count)]
 
 
 def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: int = 3,
                      interval_level: float | None = None) -> Iterator[Batch]:
     """Per batch of ``files``: the header (``file``, then :func:`prediction_cells`'s) and one row per file, its
-    name then its cells, of the card's predictor (:func:`predictor_mix`). ``model``: a loaded hub model (its
-    ``pretrained_cfg`` says how to read the files)."""
+    name then its cells, of the card's predictor (:func:`predictor_mix`), then the OOD columns, then, where the card
+    keeps a guard, the ``predictor`` that answered the row (:func:`row_predictors`). ``model``: a loaded hub model
+    (its ``pretrained_cfg`` says how to read the files)."""
     card = model.pretrained_cfg
     files = list(files)
     mix = predictor_mix(card, files)
@@ -107,11 +137,17 @@ def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: 
     try:
         with torch.inference_mode():
             for names, logits in predict_logits(card, model, files, batch_size):
-                header, cells = value_cells(mix(predicted_values(logits, card)), card, top_k, interval_level)
-                if scorer is not None:
-                    ood = scorer.cells(logits)  # one per model input; a traffic window gives a row per sensor
-                    per_input = len(cells) // max(len(ood), 1)
+                ood = scorer.cells(logits) if scorer is not None else None  # one per model input
+                flagged = None if ood is None else [cell[-1] == "True" for cell in ood]
+                values = mix(predicted_values(logits, card), flagged)
+                header, cells = value_cells(values, card, top_k, interval_level)
+                per_input = len(cells) // max(len(values), 1)  # a traffic window gives a row per sensor
+                if ood is not None:
                     header, cells = [*header, *OOD_HEADER], [[*c, *ood[i // per_input]] for i, c in enumerate(cells)]
+                answered = row_predictors(card, flagged, len(values))
+                if answered is not None:
+                    header, cells = [*header, "predictor"], [[*c, answered[i // per_input]] for i, c in
+                                                             enumerate(cells)]
                 yield ["file", *header], [[name, *row] for name, row in zip(names, cells)]
     finally:
         if scorer is not None:
@@ -151,18 +187,23 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     try:
         with torch.inference_mode():
             for rows, outputs in predict_logits(card, model, [path], batch_size):
+                ood = scorer.cells(outputs, frame.iloc[int(rows[0]) - 1:int(rows[-1])]) if scorer else None
+                flagged = None if ood is None else [cell[-1] == "True" for cell in ood]
                 if regression:
-                    values = mix(outputs.float().reshape(-1, 1))
+                    values = mix(outputs.float().reshape(-1, 1), flagged)
                     names, values = interval_columns(card, output_header(card, 1), values, interval_level)
                     header = ["row", *names]
                     cells = [[f"{v:.6g}" for v in row] for row in values.tolist()]
                 else:
-                    probs = mix((outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1))
+                    probs = mix((outputs.float() / card.calibration.get("temperature", 1.0)).softmax(-1), flagged)
                     cells = [[classes[int(p.argmax())], *(f"{v:.6f}" for v in p.tolist())] for p in probs]
-                if scorer is not None:
-                    batch_frame = frame.iloc[int(rows[0]) - 1:int(rows[-1])]
-                    cells = [[*c, *o] for c, o in zip(cells, scorer.cells(outputs, batch_frame))]
-                yield header + (OOD_HEADER if scorer else []), [[row, *c] for row, c in zip(rows, cells)]
+                if ood is not None:
+                    cells = [[*c, *o] for c, o in zip(cells, ood)]
+                answered = row_predictors(card, flagged, len(cells))
+                if answered is not None:
+                    cells = [[*c, a] for c, a in zip(cells, answered)]
+                yield (header + (OOD_HEADER if scorer else []) + (["predictor"] if answered is not None else []),
+                       [[row, *c] for row, c in zip(rows, cells)])
     finally:
         if scorer is not None:
             scorer.close()

@@ -38,7 +38,14 @@ from typing import Any
 
 import torch
 
-from hub.deploy.predict import file_predictions, predicted_values, predictor_mix, table_predictions, value_cells
+from hub.deploy.predict import (
+    file_predictions,
+    predicted_values,
+    predictor_mix,
+    row_predictors,
+    table_predictions,
+    value_cells,
+)
 from hub.errors import DataError, HubError
 from hub.kinds import InputForm, kind_of, kinds_supporting, predict_logits
 from hub.uncertainty.ood import HEADER as OOD_HEADER
@@ -144,13 +151,17 @@ class BatchingPredictor:
         if names != paths:
             raise HubError(f"the {self.kind!r} reader did not give one prediction per file, named by its path")
         logits = torch.cat([batch_logits for _, batch_logits in batches])
-        values = predictor_mix(self.card, paths)(predicted_values(logits, self.card))  # the card's predictor's
+        flagged = [cell[-1] == "True" for cell in ood_cells] if self.scorer is not None else None
+        values = predictor_mix(self.card, paths)(predicted_values(logits, self.card), flagged)  # the card's predictor's
+        answered = row_predictors(self.card, flagged, len(values))  # where the card keeps a guard
         answers, start = [], 0
         for job in jobs:
             end = start + len(job.paths)
             header, cells = value_cells(values[start:end], self.card, job.top_k)
             if self.scorer is not None:
                 header, cells = [*header, *OOD_HEADER], [[*c, *o] for c, o in zip(cells, ood_cells[start:end])]
+            if answered is not None:
+                header, cells = [*header, "predictor"], [[*c, a] for c, a in zip(cells, answered[start:end])]
             answers.append([self._named(job, ["file", *header], [str(path), *row])
                             for path, row in zip(job.paths, cells)])
             start = end

@@ -15,7 +15,7 @@ from tests.unit.test_graph import generated_graph, split_of, with_split_column
 
 @pytest.mark.parametrize("family", ["gat", "gatv2", "cat"])
 def test_cli_finetune_bare_family_on_a_user_graph_with_its_baseline(tmp_path, capsys, family):
-    from graph.baselines import NAME
+    from graph.baselines import BASELINES
     from hub.cli import main
 
     root = with_split_column(generated_graph(tmp_path / "graph"), [split_of(i) for i in range(60)])
@@ -24,8 +24,9 @@ def test_cli_finetune_bare_family_on_a_user_graph_with_its_baseline(tmp_path, ca
     out = capsys.readouterr().out
     run = Path(out.split("run folder: ")[1].split()[0])
     summary = json.loads((run / "metrics.json").read_text())
-    assert summary["baseline"]["name"] == NAME and summary["baseline"]["metric"] == "test/acc"
-    assert f"{NAME} on the same split: test/acc" in out
+    name = summary["baseline"]["name"]
+    assert name in {b.name for b in BASELINES} and summary["baseline"]["metric"] == "test/acc"
+    assert f"{name} on the same split: test/acc" in out
     assert ("the model is at least as good as" if summary["baseline"]["model_is_better"] else "WARNING:") in out
     rows = list(csv.DictReader(open(run / summary["baseline"]["predictions"])))
     assert [r["id"] for r in rows] == [f"n{i}" for i in range(60) if split_of(i) == "test"]
@@ -107,9 +108,8 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
 
 
 def test_a_graph_run_predicting_with_its_baseline_gives_the_kept_regression_on_unlabelled_nodes(tmp_path, capsys):
-    from graph.baselines import neighbour_features
+    from graph.baselines import baseline_probabilities, kept_baseline, neighbour_features
     from graph.io import node_features, read_graph_folder
-    from hub.classical import kept_linear, linear_probabilities
     from hub.cli import main
 
     root = generated_graph(tmp_path / "graph")
@@ -126,8 +126,37 @@ def test_a_graph_run_predicting_with_its_baseline_gives_the_kept_regression_on_u
     graph = read_graph_folder(root)[0]
     unlabelled = torch.nonzero(graph.y < 0).view(-1)
     features = neighbour_features(node_features(graph.x, card.input_spec["normalize"]), graph.edge_index)
-    expected = linear_probabilities(kept_linear(card), features[unlabelled.numpy()].toarray())  # (6, 3)
+    expected = baseline_probabilities(kept_baseline(card), features[unlabelled.numpy()])  # (6, 3)
     assert [r["file"] for r in rows] == [f"n{i}" for i in unlabelled.tolist()]
     for row, proba in zip(rows, expected):
         assert float(row["prob_1"]) == pytest.approx(proba.max(), abs=1e-5)
         assert row["class_1"] == card.label_names[int(proba.argmax())]
+
+
+def test_a_small_graph_chooses_by_folds_refits_on_every_label_and_a_one_item_class_trains(tmp_path, capsys):
+    """Issue 68: below CV_BELOW labelled nodes finetune chooses by 3-fold cross-validation (the budget said first),
+    refits on every labelled node (the refit run's recipe and split), and a class of one labelled node trains."""
+    from hub.cli import main
+    from tests.unit.test_graph import with_one_item_class
+
+    root = with_one_item_class(generated_graph(tmp_path / "graph"))
+    assert main(["finetune", "gat", "--data", str(root), "--output-dir", str(tmp_path / "runs"), "--no-progress",
+                 "--cv-folds", "3", "trainer.max_epochs=3", "trainer.accelerator=cpu",
+                 "--predictor", "model"]) == 0
+    out = capsys.readouterr().out
+    assert "3 fold runs of the model and one refit on every labelled item" in out
+    assert out.index("3 fold runs") < out.index("run folder: ")
+    run = Path(out.split("run folder: ")[1].split()[0])
+    summary = json.loads((run / "metrics.json").read_text())
+    entry = summary["predictor"]
+    assert entry["selection"] == "cross-validation" and entry["chosen"] == "model" and entry["folds"] == 3
+    assert entry["items"] == 44  # 55 labelled nodes less the 11 of the test split
+    assert set(entry["cv"]) >= {"model", "baseline", "blend", "chosen"} and entry["test"]["chosen"]["test/acc"] >= 0
+    assert "chosen by 3-fold cross-validation on 44 labelled items" in out and "held-out test split" in out
+    assert entry["figures"]["test"].startswith("held out") and len(entry["refit"]["folds"]) == 3
+    recipe = (run / "recipe.yaml").read_text()
+    assert "refit: true" in recipe and f"max_epochs: {entry['refit']['model_epochs']}" in recipe
+    card = hub.model_card(str(run))
+    assert card.data["split"]["train"] == 55  # every labelled node trained, 'solo' included
+    assert card.predictor["selection"] == "cross-validation" and "solo" in card.label_names
+    assert main(["predict", str(run), str(root), "--out", str(tmp_path / "p.csv"), "--no-progress"]) == 0

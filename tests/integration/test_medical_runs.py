@@ -29,7 +29,8 @@ def test_cli_finetune_on_a_survival_table_with_its_own_column_names(tmp_path, ca
             for i in range(80)]
     (tmp_path / "my.csv").write_text("\n".join(",".join(r) for r in [header, *rows]) + "\n")
     common = ["finetune", "survival_fusion.metabric", "--data", str(tmp_path / "my.csv"), "--time", "T", "--event", "E",
-              "--output-dir", str(tmp_path / "runs"), "--no-progress", "--policy", "full", "trainer.max_epochs=1"]
+              "--output-dir", str(tmp_path / "runs"), "--no-progress", "--policy", "full", "--cv-folds", "0",
+              "trainer.max_epochs=1"]
     assert main(common + ["--genes", "a, b,c,d"]) == 0  # spaces after the commas are dropped
     (run,) = (tmp_path / "runs").glob("*/*")  # one policy: one run folder
     tuned = hub.model_card(str(run))

@@ -91,7 +91,9 @@ def test_run_whose_baseline_wins_predicts_with_it_and_refuses_a_tampered_baselin
     run = Path(out.split("run folder: ")[1].split()[0])
     entry = json.loads((run / "metrics.json").read_text())["predictor"]
     assert entry["chosen"] == "baseline" and entry["weight"] == 0.0 and "predictor: baseline" in out
-    assert entry["metric"] == "val/nll" and entry["validation"]["baseline"] < entry["validation"]["model"]
+    # 300 rows: chosen by 5-fold cross-validation and refitted on every row (issue 68)
+    assert entry["metric"] == "cv/nll" and entry["selection"] == "cross-validation"
+    assert entry["validation"]["baseline"] < entry["validation"]["model"]
     card = hub.model_card(str(run))
     assert card.predictor["baseline"] == {"name": "HistGradientBoosting", "file": "baseline.skops",
                                           "sha256": sha256_bytes((run / "baseline.skops").read_bytes())}
@@ -134,7 +136,7 @@ def test_forced_blend_on_a_regression_predicts_the_blend(tmp_path, capsys):
     _finetune(tmp_path, frame, "score", "--predictor", "blend")
     run = capsys.readouterr().out.split("run folder: ")[1].split()[0]
     entry = json.loads((Path(run) / "metrics.json").read_text())["predictor"]
-    assert entry["chosen"] == "blend" and 0 < entry["weight"] < 1 and entry["metric"] == "val/rmse"
+    assert entry["chosen"] == "blend" and 0 < entry["weight"] < 1 and entry["metric"] == "cv/rmse"
     assert set(entry["test"]) == {"model", "baseline", "blend", "chosen"}
     assert _predict(tmp_path, capsys, run)[0] == 0
     rows = list(csv.DictReader(open(tmp_path / "preds.csv")))

@@ -193,7 +193,6 @@ GOOD_EDGES = [["a", "b"], ["c", "d"], ["e", "f"], ["g", "a"]]
     (GOOD_NODES, GOOD_EDGES + [["a", "zz"]], "edges.csv line 6 column 'dst': 'zz' is not an id in"),
     (GOOD_NODES + [["a", "0", "0", "y"]], GOOD_EDGES, "column 'id': duplicate id 'a' on lines 2 and 9"),
     ([[n[0], n[1], n[2], ""] for n in GOOD_NODES], GOOD_EDGES, "column 'label' is blank on every line"),
-    (GOOD_NODES + [["h", "0", "0", "z"]], GOOD_EDGES, "class(es) {'z': 1} have fewer than 3 labelled nodes"),
     ([["a", "1", "oops", "x"]] + GOOD_NODES[1:], GOOD_EDGES, "line 2 column 'f2': 'oops' is not a number"),
 ])
 def test_bad_user_graphs_fail_clearly(tmp_path, nodes, edges, message):
@@ -253,6 +252,54 @@ def test_bad_split_column_fails_clearly(tmp_path, split, message):
     with pytest.raises(DataError) as err:
         graph_folder(str(with_split_column(generated_graph(tmp_path / "g"), split))).setup("fit")
     assert message in str(err.value)
+
+
+def with_one_item_class(root: Path) -> Path:
+    """The graph folder ``root`` with one more labelled node, the only one of its class 'solo', linked to n7."""
+    with open(root / "nodes.csv", "a", newline="") as f:
+        csv.writer(f).writerow(["lonely", "0.5", "0.5", "0.5", "solo"])
+    with open(root / "edges.csv", "a", newline="") as f:
+        csv.writer(f).writerow(["lonely", "n7"])
+    return root
+
+
+def test_a_one_item_class_stays_in_training_with_a_warning_naming_it(tmp_path, caplog):
+    """Issue 68: a class with fewer labelled nodes than the split needs is neither dropped nor an error."""
+    from graph.data import graph_folder
+
+    data = graph_folder(str(with_one_item_class(generated_graph(tmp_path / "g"))))
+    with caplog.at_level("WARNING"):
+        data.setup("fit")
+    assert "class(es) 'solo' (1) have fewer than the 3 labelled nodes" in caplog.text
+    lonely = data.ids.index("lonely")
+    assert data.label_names[-1] == "solo" and data.num_classes == 4
+    assert bool(data.graph.train_mask[lonely]) and not data.graph.val_mask[lonely] and not data.graph.test_mask[lonely]
+    assert int(((data.graph.y >= 0) & ~(data.graph.train_mask | data.graph.val_mask | data.graph.test_mask)).sum()) == 0
+
+
+def test_graph_folds_and_refit_cover_the_labelled_nodes(tmp_path):
+    """cv_fold trains on the other folds of the labelled non-test nodes and validates on one; over the folds each
+    such node is validated once; refit trains on every labelled node (test included)."""
+    from graph.data import cv_pool, graph_folder
+
+    root = str(with_one_item_class(generated_graph(tmp_path / "g")))
+    full = graph_folder(root)
+    full.setup("fit")
+    pool = set(cv_pool(full.graph).tolist())
+    validated = []
+    for index in range(3):
+        fold = graph_folder(root, cv_fold=[3, index, 0])
+        fold.setup("fit")
+        g = fold.graph
+        assert torch.equal(g.test_mask, full.graph.test_mask) and not bool((g.train_mask & g.val_mask).any())
+        assert set(torch.nonzero(g.train_mask | g.val_mask).view(-1).tolist()) == pool
+        validated += torch.nonzero(g.val_mask).view(-1).tolist()
+    assert sorted(validated) == sorted(pool)
+    refit = graph_folder(root, refit=True)
+    refit.setup("fit")
+    assert torch.equal(refit.graph.train_mask, refit.graph.y >= 0)
+    with pytest.raises(DataError, match="cv_fold and refit exclude each other"):
+        graph_folder(root, cv_fold=[3, 0, 0], refit=True).setup("fit")
 
 
 def test_neighbour_mean_baseline_reads_the_neighbours():
