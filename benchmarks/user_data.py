@@ -287,7 +287,7 @@ def actor_folders(work: Path, splits: tuple[int, ...]) -> dict[int, Path]:
     """Actor (``$HUB_DATA_DIR/actor/raw``, Pei et al.'s files) as one graph folder per standard split: nodes.csv
     with ids ``actor-<i>``, the 932 keyword indicators ``k0``..., labels ``class-<c>`` and the split's masks as a
     ``split`` column; edges.csv with each undirected edge once."""
-    raw = data_dir() / "actor" / "raw"
+    raw = local_copy("actor", "raw/out1_node_feature_label.txt", "raw/out1_graph_edges.txt") / "raw"
     rows = [line.split("\t") for line in (raw / "out1_node_feature_label.txt").read_text().splitlines()[1:]]
     words = {int(node): [int(w) for w in listed.split(",") if w] for node, listed, _ in rows}
     features = np.zeros((len(rows), 1 + max(max(w, default=0) for w in words.values())), dtype=np.int8)
