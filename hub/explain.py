@@ -93,6 +93,7 @@ class Explanation:
     output: float | None = None
     labels: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # what the kind's figure needs beyond the map
+    details: dict[str, Any] = field(default_factory=dict)  # more numbers for the JSON (JSON types only)
 
     def record(self, input_name: str, family: str, label_names: list[str] | None = None) -> dict[str, Any]:
         """The JSON object written beside the figure."""
@@ -100,7 +101,7 @@ class Explanation:
         return {"method": self.method, "target": self.target,
                 "target_name": names[self.target] if self.target is not None and self.target < len(names) else None,
                 "probability": self.probability, "output": self.output, "input": input_name, "family": family,
-                "shape": list(self.values.shape), "labels": self.labels}
+                "shape": list(self.values.shape), "labels": self.labels, **self.details}
 
 
 def scaled(values: torch.Tensor) -> torch.Tensor:
