@@ -113,16 +113,18 @@ def scaled(values: torch.Tensor) -> torch.Tensor:
 
 
 def integrated_gradients(forward: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...],
-                         target: int | None, steps: int = 32) -> tuple[torch.Tensor, ...]:
+                         target: int | None, steps: int = 32, fixed: tuple = ()) -> tuple[torch.Tensor, ...]:
     """Captum's Integrated Gradients (Sundararajan et al., ICML 2017) from an all-zero baseline: the attribution of
-    each input element to ``forward``'s output ``target`` (a class; None: a single output per item).
+    each input element to ``forward``'s output ``target`` (a class; None: a single output per item); ``fixed``
+    are further arguments of ``forward`` that are not attributed (masks), passed after ``inputs``.
 
     Shapes: inputs: tensors (B, ...) -> attributions of the same shapes.
     """
     from captum.attr import IntegratedGradients
 
     attributions = IntegratedGradients(forward).attribute(inputs, target=target, n_steps=steps,
-                                                          internal_batch_size=steps)
+                                                          internal_batch_size=steps,
+                                                          additional_forward_args=fixed or None)
     return tuple(a.detach() for a in attributions)
 
 
