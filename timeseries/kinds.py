@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from hub.errors import DataError
+from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
     InputForm,
@@ -36,7 +37,7 @@ from timeseries.baselines import (
     traffic_baseline_on_run_split,
 )
 from timeseries.data import minmax_apply, traffic_features
-from timeseries.explain import explain_routing, explain_units
+from timeseries.explain import traffic_explanation, traffic_samples, unit_samples, window_explanation
 from timeseries.io import _unit_files, read_speed_csv, read_unit_columns, speed_series, unit_series
 
 
@@ -94,8 +95,12 @@ class SensorSeriesKind(InputKind):
 
         return prepare
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_units(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Attention over the window's cycles (:func:`timeseries.explain.window_explanation`)."""
+        return window_explanation(card, model, inputs["x"])
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return unit_samples(card, inputs)
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x`` (B, window cycles, sensors): min-max scaled sensor readings."""
@@ -205,8 +210,12 @@ class TrafficSeriesKind(InputKind):
 
         return prepare
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_routing(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Integrated Gradients of the forecast (:func:`timeseries.explain.traffic_explanation`)."""
+        return traffic_explanation(model, inputs["x"])
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return traffic_samples(card, inputs)
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x`` (B, input steps, sensors, 2): standardised speed and time of day (fraction of the day)."""

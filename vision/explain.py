@@ -163,7 +163,7 @@ def save_overlay(image: torch.Tensor, heatmap: torch.Tensor | np.ndarray, path: 
 
 def image_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
     """``(name, {"x": (1, C, H, W)})`` of each image file; without files, the first four images of the card's test
-    split (named ``testI_CLASS`` by their true class)."""
+    split (``testI``)."""
     if inputs:
         for file in inputs:
             yield Path(file).stem, {"x": read_image(file, card.input_spec)[None]}
@@ -172,9 +172,7 @@ def image_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torc
 
     test_set = card_data(card).test_set
     for i in range(min(4, len(test_set))):
-        image, label = test_set[i][:2]
-        name = card.label_names[int(label)] if card.label_names else str(int(label))
-        yield f"test{i}_{name}", {"x": image[None]}
+        yield f"test{i}", {"x": test_set[i][0][None]}
 
 
 def scene_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
