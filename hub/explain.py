@@ -79,11 +79,16 @@ def attention_rollout(attentions: list[torch.Tensor], num_prefix_tokens: int, gr
 class Explanation:
     """One input's explanation: the map and what drew it, the numbers behind ``attnhub explain``'s figure.
 
-    ``values`` is the map (its shape depends on the input: (H, W) over an image, (F, T) over a spectrogram, (L, K)
-    over a node's neighbours, (C,) over a table's columns, ...); ``labels`` name its last axis where a figure names
-    them (columns, neighbours, variables); ``method`` names the method, and goes into the figure's title;
-    ``target`` is the class explained (None for a regression or an unsupervised model) and ``probability`` the
-    model's probability of it; ``output`` the model's output explained where it is not a class (a risk, an RUL).
+    Args:
+        values: the map; its shape depends on the input: (H, W) over an image, (F, T) over a spectrogram, (L, K) over
+            a node's neighbours, (C,) over a table's columns, ...
+        method: the method that drew it, named in the figure's title.
+        target: the class explained (None for a regression or an unsupervised model).
+        probability: the model's probability of ``target``.
+        output: the model's output explained where it is not a class (a risk, an RUL).
+        labels: names of the map's last axis where a figure names them (columns, neighbours, variables).
+        extra: what the kind's figure needs beyond the map (not written).
+        details: more numbers for the JSON record (JSON types only).
     """
 
     values: np.ndarray
@@ -92,8 +97,8 @@ class Explanation:
     probability: float | None = None
     output: float | None = None
     labels: list[str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # what the kind's figure needs beyond the map
-    details: dict[str, Any] = field(default_factory=dict)  # more numbers for the JSON (JSON types only)
+    extra: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def record(self, input_name: str, family: str, label_names: list[str] | None = None) -> dict[str, Any]:
         """The JSON object written beside the figure."""
