@@ -82,10 +82,11 @@ def spectrogram_explanation(model: torch.nn.Module, x: torch.Tensor, target: int
     if target is None:
         method = ("attention rollout over the spectrogram patches" if isinstance(model, AudioSpectrogramTransformer)
                   else "attention each frame receives, mean over heads and queries")
-        return Explanation(explain_spectrogram(model, x)[0].numpy(), method, chosen, probability)
+        return Explanation(explain_spectrogram(model, x)[0].numpy(), method, chosen, probability,
+                           axes=("mel bin", "frame"))
     maps = scaled(integrated_gradients(model, (x,), chosen)[0].abs())
     return Explanation(maps[0].numpy(), "Integrated Gradients (Captum) for the class asked; the attention is the same "
-                       "for every class", chosen, probability)
+                       "for every class", chosen, probability, axes=("mel bin", "frame"))
 
 
 def audio_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:

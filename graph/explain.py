@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
+from torch_geometric.utils import k_hop_subgraph, subgraph, to_undirected
 
 from graph.io import node_features, read_graph_folder
 from hub.attention.graph import CATLayer
@@ -127,16 +128,26 @@ def node_explanation(model, x: torch.Tensor, edge_index: torch.Tensor, node: int
     if target is None and not conjoint:
         values = torch.stack([alpha.mean(1) for _, alpha in layers if len(alpha) == len(neighbours)])
         method = f"graph attention of node {names[node]} on its neighbours, per layer (mean over heads)"
+        axes = ("layer", "neighbour")
     else:
-        attribution = integrated_gradients(lambda features: model(features[0], edge_index)[node:node + 1],
-                                           (x[None],), chosen, steps=16)[0][0]  # (N, F)
-        values = attribution.sum(1)[neighbours][None]  # signed: for (+) or against (-) the class
+        # the node's output depends on its len(layers)-hop neighbourhood only (one hop more for CAT's structure)
+        # (hops over both directions, as a model may make the graph undirected)
+        subset = k_hop_subgraph(node, len(layers) + 1, to_undirected(edge_index, num_nodes=x.shape[0]),
+                                num_nodes=x.shape[0])[0]
+        edges = subgraph(subset, edge_index, relabel_nodes=True, num_nodes=x.shape[0])[0]
+        centre = (subset == node).nonzero().view(-1)  # (1,)
+        features = (x.to_dense() if x.layout != torch.strided else x)[subset]  # (n, F); Cora's x is sparse CSR
+        attribution = integrated_gradients(lambda f: torch.cat([model(item, edges)[centre] for item in f]),
+                                           (features[None],), chosen, steps=16)[0][0]  # (n, F)
+        per_node = dict(zip(subset.tolist(), attribution.sum(1).tolist()))  # signed: for (+) or against (-)
+        values = torch.tensor([per_node[int(n)] for n in neighbours])[None]
+        axes = ("attribution", "neighbour")
         method = "Integrated Gradients (Captum) of the class, per neighbour's features: " + (
             "the attention is the same for every class" if target is not None else
             "CAT's conjoint attention is mostly its structural term, fixed by the graph (it fails the "
             "randomisation test)")
     labels = [names[int(n)] for n in neighbours]
-    return Explanation(values.numpy(), method, chosen, probability, labels=labels,
+    return Explanation(values.numpy(), method, chosen, probability, labels=labels, axes=axes,
                        extra={"node": node, "names": names, "model": model})
 
 

@@ -87,6 +87,7 @@ class Explanation:
         probability: the model's probability of ``target``.
         output: the model's output explained where it is not a class (a risk, an RUL).
         labels: names of the map's last axis where a figure names them (columns, neighbours, variables).
+        axes: what each axis of the map runs over (e.g. ``("input step", "sensor")``), where a figure names them.
         extra: what the kind's figure needs beyond the map (not written).
         details: more numbers for the JSON record (JSON types only).
     """
@@ -97,6 +98,7 @@ class Explanation:
     probability: float | None = None
     output: float | None = None
     labels: list[str] | None = None
+    axes: tuple[str, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -106,7 +108,8 @@ class Explanation:
         return {"method": self.method, "target": self.target,
                 "target_name": names[self.target] if self.target is not None and self.target < len(names) else None,
                 "probability": self.probability, "output": self.output, "input": input_name, "family": family,
-                "shape": list(self.values.shape), "labels": self.labels, **self.details}
+                "shape": list(self.values.shape), "labels": self.labels,
+                "axes": list(self.axes) if self.axes else None, **self.details}
 
 
 def scaled(values: torch.Tensor) -> torch.Tensor:

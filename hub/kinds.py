@@ -11,8 +11,11 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
 - ``transform(card)`` gives the preprocessing the card's weights expect (:func:`hub.transforms`): a callable from one
   input in its public raw form (an image, a WAV file, a table's rows, PyG's ``Planetoid`` graph, ...) to the model's
   input;
-- ``explain(card, model, inputs, out_dir[, data])`` draws what the model attends to for some inputs (image or
-  audio files, node ids, unit numbers; default: a sample of the card's test data) and yields the figures' paths;
+- ``explanation(card, model, inputs, target)`` says what decided the output for one input (a
+  :class:`~hub.explain.Explanation`: the map, the method, the class and its probability), ``explain_samples(card,
+  inputs[, data])`` turns what the user names (image or audio files, node ids, row or unit numbers; default: a sample
+  of the card's test data) into model inputs, ``draw_explanation`` draws the figure; ``explain`` writes each as
+  X.png, X.npy and X.json (:func:`write_explanation`) and yields the figures' paths;
 - ``baseline(run_dir)`` scores a classical model on the split of a finished run, as a :class:`BaselineResult`, for
   the comparison that ``finetune`` prints and keeps (e.g. HistGradientBoosting next to a tabular model), or None;
   with its :class:`PredictorData` (validation and test outputs of the model and the baseline, and how to save the
@@ -210,7 +213,9 @@ class InputKind:
         """The figure of ``explanation`` (a PNG at ``path``); by default bars or a heat map of the values."""
         from hub.plotting import save_map_figure
 
-        save_map_figure(explanation.values, path, title, explanation.labels)
+        axes = list(explanation.axes or ())
+        save_map_figure(explanation.values, path, title, explanation.labels, xlabel=axes[-1] if axes else "",
+                        ylabel=axes[0] if len(axes) == 2 else "")
 
     def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None,
                 target: int | None = None) -> Iterator[Path]:

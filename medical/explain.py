@@ -65,10 +65,12 @@ def stay_explanation(card, model, values: torch.Tensor, mask: torch.Tensor, stat
     variables = list(card.input_spec["variables"])
     if target is None:
         return Explanation(explained["feature_ranking"][0].numpy(), "TFCAM attention of the hours on each variable",
-                           chosen, probability, labels=variables, extra={"explained": explained})
+                           chosen, probability, labels=variables, axes=("variable",),
+                           extra={"explained": explained})
     attribution = integrated_gradients(lambda v, s, m: model(v, m, s), (values, static), chosen, fixed=(mask,))[0]
     return Explanation(attribution[0].sum(0).numpy(), "Integrated Gradients (Captum) of the class asked, summed over "
-                       "hours; the attention is the same for every class", chosen, probability, labels=variables)
+                       "hours; the attention is the same for every class", chosen, probability, labels=variables,
+                       axes=("variable",))
 
 
 def stay_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
@@ -105,4 +107,4 @@ def patient_explanation(card, model, inputs: dict[str, torch.Tensor]) -> Explana
     labels = list(spec.get("clinical", []))[:found[0].shape[1]] + list(spec.get("genes", []))[:values.numel()]
     labels += [f"input {i}" for i in range(len(labels), values.numel())]
     return Explanation(values.numpy(), "Integrated Gradients (Captum) of the risk: the gene attention does not reach "
-                       "the clinical values", output=risk, labels=labels)
+                       "the clinical values", output=risk, labels=labels, axes=("input",))

@@ -63,7 +63,7 @@ def row_explanation(card, model, x_num: torch.Tensor, x_cat: torch.Tensor, targe
             weights = model.column_attention(x_cat).mean((1, 2))[0]  # (B, depth, H, C, C) -> (C, C)
             return Explanation(weights.numpy(), "TabTransformer attention between the categorical columns (row "
                                "attends to column; mean over layers and heads)", chosen, probability, output,
-                               labels=list(pre.categorical))
+                               labels=list(pre.categorical), axes=("column attending", "column attended to"))
     details = {}
     if hasattr(model, "retrieve"):
         with torch.no_grad():
@@ -78,12 +78,12 @@ def row_explanation(card, model, x_num: torch.Tensor, x_cat: torch.Tensor, targe
     masks = (torch.arange(x_num.shape[1])[None], torch.arange(x_num.shape[1], columns)[None])
     attribution = FeatureAblation(model).attribute((x_num, x_cat), target=chosen, feature_mask=masks)
     values = torch.cat([a[0] for a in attribution]).detach()  # (columns,)
-    reason = ("the attention is the same for every class" if target is not None
+    reason = ("the attention is the same for every class" if target is not None and hasattr(model, "column_attention")
               else f"{type(model).__name__} has no attention to read")
     if details:
         reason = "TabR's retrieved training rows and their weights are in the JSON's details"
     return Explanation(values.numpy(), f"feature ablation (Captum): {reason}", chosen, probability, output,
-                       labels=_columns(pre, x_num.shape[1]), details=details)
+                       labels=_columns(pre, x_num.shape[1]), axes=("column",), details=details)
 
 
 def table_samples(card, inputs: list[str], data: str | None = None) -> Iterator[tuple[str, dict]]:

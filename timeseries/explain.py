@@ -39,12 +39,12 @@ def window_explanation(card, model: torch.nn.Module, x: torch.Tensor) -> Explana
             maps = model.attention_maps(x)
         over_sensors = maps["sensor_pool"].mean(1)[0, 0].tolist()  # (B, H, 1, S) -> (S,)
         return Explanation(maps["time_pool"].mean(1)[0, 0].numpy(), "attention pooling over the cycles (mean over "
-                           "heads); over the sensors in the JSON", output=rul, labels=cycles,
+                           "heads); over the sensors in the JSON", output=rul, labels=cycles, axes=("cycle",),
                            details={"sensor_attention": dict(zip(sensors or map(str, range(x.shape[2])),
                                                                  over_sensors))})
     values = integrated_gradients(lambda w: model(w)[:, 0], (x,), None)[0][0].sum(1)
     return Explanation(values.numpy(), f"Integrated Gradients (Captum): {type(model).__name__} has no attention "
-                       "maps to read", output=rul, labels=cycles)
+                       "maps to read", output=rul, labels=cycles, axes=("cycle",))
 
 
 def unit_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
@@ -75,8 +75,7 @@ def traffic_explanation(model: torch.nn.Module, x: torch.Tensor) -> Explanation:
         mean = float(model(x).mean())
     values = integrated_gradients(lambda w: model(w).flatten(1).mean(1), (x,), None, steps=16)[0][0].sum(-1)
     return Explanation(values.numpy(), "Integrated Gradients (Captum) of the mean forecast: TESTAM's attention is "
-                       "split over experts and a router", output=mean,
-                       labels=[f"step {i + 1}" for i in range(x.shape[1])])
+                       "split over experts and a router", output=mean, axes=("input step", "sensor"))
 
 
 def traffic_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:

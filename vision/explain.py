@@ -142,7 +142,7 @@ def image_explanation(model: torch.nn.Module, x: torch.Tensor, target: int | Non
                   else f"{type(model).__name__} has no attention map to read")
         found = maps, f"{IG_METHOD}: {reason}"
     maps, method = found
-    return Explanation(maps[0].numpy(), method, chosen, probability)
+    return Explanation(maps[0].numpy(), method, chosen, probability, axes=("height", "width"))
 
 
 def save_overlay(image: torch.Tensor, heatmap: torch.Tensor | np.ndarray, path: str | Path, title: str = "") -> None:
@@ -199,7 +199,8 @@ def scene_explanation(model: torch.nn.Module, x: torch.Tensor) -> Explanation:
     with torch.no_grad():
         out = model.autoencode(x, generator=torch.Generator().manual_seed(0))
     out = {k: v[0] for k, v in out.items()}
-    return Explanation(out["masks"].numpy(), "slot attention masks (one per slot)", extra=out)
+    return Explanation(out["masks"].numpy(), "slot attention masks (one per slot)", axes=("slot", "height", "width"),
+                       extra=out)
 
 
 def _shown(image: torch.Tensor) -> np.ndarray:
