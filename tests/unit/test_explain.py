@@ -123,3 +123,21 @@ def test_explain_writes_figure_numbers_and_record_and_target_explains_another_cl
     assert "--data do not apply" in capsys.readouterr().err
     assert main(["explain", "rul_attention.fd001", "--target", "1", "--out", str(tmp_path)]) == 2
     assert "is not a classifier" in capsys.readouterr().err
+
+
+def test_node_attribution_on_the_k_hop_subgraph_equals_the_whole_graph_s():
+    """A 2-layer GAT's output at a node depends only on its 2-hop neighbourhood, so Integrated Gradients on the
+    subgraph that ``node_explanation`` cuts equal those on the whole graph."""
+    from graph.explain import node_explanation
+    from hub.explain import integrated_gradients
+
+    torch.manual_seed(0)
+    model = hub.create_model("gat", in_channels=6, num_classes=3, hidden=4, heads=2).eval()
+    x, edge_index = torch.rand(40, 6), torch.randint(0, 40, (2, 120))
+    node = int(torch.bincount(edge_index[1], minlength=40).argmax())
+    found = node_explanation(model, x, edge_index, node, target=1)
+    assert found.target == 1 and found.axes == ("attribution", "neighbour")
+    whole = integrated_gradients(lambda f: torch.cat([model(item, edge_index)[node:node + 1] for item in f]),
+                                 (x[None],), 1, steps=16)[0][0].sum(1)  # (N,)
+    expected = whole[[int(n) for n in found.labels]]
+    np.testing.assert_allclose(found.values[0], expected.numpy(), rtol=1e-4, atol=1e-6)
