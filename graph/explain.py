@@ -174,3 +174,38 @@ def graph_samples(card, inputs: list[str], data: str | None = None) -> Iterator[
                         f"{data + '/nodes.csv' if data else 'node indices'}")
     for node in [index[n] for n in inputs] or candidates[:3]:
         yield f"node_{names[node]}", {"x": x, "edge_index": graph.edge_index, "node": node, "names": names}
+
+
+def graph_explanation(model, x: torch.Tensor, edge_index: torch.Tensor, target: int | None = None) -> Explanation:
+    """What decided the class of one whole graph: for the top class, the attention the pooling (PMA) pays to each
+    node (values (N,)); for a class asked by ``target``, Integrated Gradients (Captum) over the node features, summed
+    per node (signed)."""
+    model.eval()
+    with torch.no_grad():
+        chosen, probability = class_target(model(x, edge_index), target)
+    labels = [str(i) for i in range(x.shape[0])]
+    if target is None:
+        with torch.no_grad():
+            return Explanation(model.pool_attention(x, edge_index).numpy(), "attention of the pooling (PMA) on each "
+                               "node, mean over heads and seeds", chosen, probability, labels=labels, axes=("node",))
+    attribution = integrated_gradients(lambda f: torch.cat([model(item, edge_index) for item in f]), (x[None],),
+                                       chosen, steps=16)[0][0]
+    return Explanation(attribution.sum(1).numpy(), "Integrated Gradients (Captum) of the class asked, per node's "
+                       "features; the attention is the same for every class", chosen, probability, labels=labels,
+                       axes=("node",))
+
+
+def graph_set_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict]]:
+    """``(graphN, {"x", "edge_index"})`` per 1-based graph number of the card's test split (default: 1-4)."""
+    from hub.run.evaluate import card_data
+
+    graphs = card_data(card).test_set
+    try:
+        numbers = [int(i) for i in inputs] or list(range(1, min(4, len(graphs)) + 1))
+    except ValueError:
+        raise DataError(f"expected test graph numbers (1-based) to explain, got {inputs}") from None
+    bad = [i for i in numbers if not 1 <= i <= len(graphs)]
+    if bad:
+        raise DataError(f"graph numbers {bad} are outside the test split's graphs 1-{len(graphs)}")
+    for i in numbers:
+        yield f"graph{i}", {"x": graphs[i - 1].x, "edge_index": graphs[i - 1].edge_index}

@@ -30,7 +30,13 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from graph.baselines import logistic_on_run_split, neighbour_probabilities
-from graph.explain import graph_samples, node_explanation, plot_node_attention
+from graph.explain import (
+    graph_explanation,
+    graph_samples,
+    graph_set_samples,
+    node_explanation,
+    plot_node_attention,
+)
 from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
 from hub.explain import Explanation
@@ -159,6 +165,13 @@ class GraphBatchKind(InputKind):
 
     name, domain = "graph-batch", "graph"
     tasks = ("graph-classification",)
+
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """The pooling's attention on the nodes, or Integrated Gradients (:func:`graph.explain.graph_explanation`)."""
+        return graph_explanation(model, inputs["x"], inputs["edge_index"], target)
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict]]:
+        return graph_set_samples(card, inputs)
 
     def default_recipe(self, family: str, path: str) -> Recipe:
         raise DataError(

@@ -54,23 +54,24 @@ def stay_explanation(card, model, values: torch.Tensor, mask: torch.Tensor, stat
                      target: int | None = None) -> Explanation:
     """What decided one stay's class: for the top class, TFCAM's attention of the hours on each variable (values (F,),
     ``feature_ranking``; the figure draws all three levels); for a class asked by ``target`` (the attention is the
-    same for every class), Integrated Gradients (Captum) over the hourly values, summed over hours.
+    same for every class) and a family without that attention (``icu_gru``), Integrated Gradients (Captum) over the
+    hourly values, summed over hours.
     Shapes: values, mask (1, T, F), static (1, S)."""
-    if not hasattr(model, "explain"):
-        raise DataError(f"{card.family} has no attention to explain; TFCAM models do")
     model.eval()
     with torch.no_grad():
         chosen, probability = class_target(model(values, mask, static), target)
-        explained = model.explain(values, mask, static)
     variables = list(card.input_spec["variables"])
-    if target is None:
+    if target is None and hasattr(model, "explain"):
+        with torch.no_grad():
+            explained = model.explain(values, mask, static)
         return Explanation(explained["feature_ranking"][0].numpy(), "TFCAM attention of the hours on each variable",
                            chosen, probability, labels=variables, axes=("variable",),
                            extra={"explained": explained})
     attribution = integrated_gradients(lambda v, s, m: model(v, m, s), (values, static), chosen, fixed=(mask,))[0]
-    return Explanation(attribution[0].sum(0).numpy(), "Integrated Gradients (Captum) of the class asked, summed over "
-                       "hours; the attention is the same for every class", chosen, probability, labels=variables,
-                       axes=("variable",))
+    reason = ("the attention is the same for every class" if hasattr(model, "explain")
+              else f"{type(model).__name__} has no attention to read")
+    return Explanation(attribution[0].sum(0).numpy(), f"Integrated Gradients (Captum), summed over hours: {reason}",
+                       chosen, probability, labels=variables, axes=("variable",))
 
 
 def stay_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:

@@ -26,9 +26,10 @@ from timeseries.models.testam import EXPERTS
 
 
 def window_explanation(card, model: torch.nn.Module, x: torch.Tensor) -> Explanation:
-    """What decided one window's RUL forecast: the attention pooling over the cycles (values (T,), mean over heads),
-    with the pooling over the sensors in ``details``; for a family without attention maps, Integrated Gradients
-    (Captum) of the RUL now over the window, summed over sensors. Shapes: x (1, window, sensors)."""
+    """What decided one window's RUL forecast: the attention over the cycles (values (T,), mean over heads):
+    RULAttention's pooling (its pooling over the sensors in ``details``), AttentionGRU's last state over its states;
+    for a family without attention maps, Integrated Gradients (Captum) of the RUL now over the window, summed over
+    sensors. Shapes: x (1, window, sensors)."""
     model.eval()
     sensors = list(card.input_spec.get("sensors", []))
     with torch.no_grad():
@@ -36,12 +37,15 @@ def window_explanation(card, model: torch.nn.Module, x: torch.Tensor) -> Explana
     cycles = [f"t-{x.shape[1] - 1 - i}" if i < x.shape[1] - 1 else "t" for i in range(x.shape[1])]
     if hasattr(model, "attention_maps"):
         with torch.no_grad():
-            maps = model.attention_maps(x)
-        over_sensors = maps["sensor_pool"].mean(1)[0, 0].tolist()  # (B, H, 1, S) -> (S,)
-        return Explanation(maps["time_pool"].mean(1)[0, 0].numpy(), "attention pooling over the cycles (mean over "
-                           "heads); over the sensors in the JSON", output=rul, labels=cycles, axes=("cycle",),
-                           details={"sensor_attention": dict(zip(sensors or map(str, range(x.shape[2])),
-                                                                 over_sensors))})
+            maps = model.attention_maps(x)  # RULAttention: time_pool, sensor_pool; AttentionGRU: time (B, H, 1, T)
+        over_cycles = maps.get("time_pool", maps.get("time")).mean(1)[0, 0]  # (T,)
+        details = {}
+        if "sensor_pool" in maps:
+            names = sensors or [str(i) for i in range(x.shape[2])]
+            details["sensor_attention"] = dict(zip(names, maps["sensor_pool"].mean(1)[0, 0].tolist()))
+        return Explanation(over_cycles.numpy(), "attention over the window's cycles (mean over heads)" +
+                           ("; over the sensors in the JSON" if details else ""), output=rul, labels=cycles,
+                           axes=("cycle",), details=details)
     values = integrated_gradients(lambda w: model(w)[:, 0], (x,), None)[0][0].sum(1)
     return Explanation(values.numpy(), f"Integrated Gradients (Captum): {type(model).__name__} has no attention "
                        "maps to read", output=rul, labels=cycles, axes=("cycle",))

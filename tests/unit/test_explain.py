@@ -141,3 +141,28 @@ def test_node_attribution_on_the_k_hop_subgraph_equals_the_whole_graph_s():
                                  (x[None],), 1, steps=16)[0][0].sum(1)  # (N,)
     expected = whole[[int(n) for n in found.labels]]
     np.testing.assert_allclose(found.values[0], expected.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_families_without_a_tag_explain_themselves_too():
+    """Random untagged families of each domain: the pooling attention of ``gat_pma``, AttentionGRU's attention over
+    cycles, and Integrated Gradients for the GRUs and DeepSurv, which have no attention (titles say so)."""
+    from types import SimpleNamespace
+
+    from graph.explain import graph_explanation
+    from medical.explain import patient_explanation, stay_explanation
+    from timeseries.explain import traffic_explanation, window_explanation
+
+    torch.manual_seed(0)
+    graph = graph_explanation(hub.create_model("gat_pma"), torch.rand(12, 2), torch.randint(0, 12, (2, 40)))
+    assert graph.method.startswith("attention of the pooling") and graph.values.sum() == pytest.approx(1.0, abs=1e-4)
+    card = SimpleNamespace(input_spec={"variables": [f"v{i}" for i in range(37)], "sensors": []}, family="x")
+    stay = stay_explanation(card, hub.create_model("icu_gru"), torch.rand(1, 48, 37), torch.rand(1, 48, 37) < 0.3,
+                            torch.randn(1, 9))
+    assert stay.method.startswith("Integrated Gradients") and "MaskedGRU has no attention" in stay.method
+    window = window_explanation(card, hub.create_model("rul_attention_gru"), torch.rand(1, 30, 14))
+    assert window.method.startswith("attention over the window's cycles") and window.values.shape == (30,)
+    traffic = traffic_explanation(hub.create_model("traffic_gru", num_nodes=5), torch.randn(1, 12, 5, 2))
+    assert traffic.values.shape == (12, 5) and np.isfinite(traffic.values).all()
+    card.input_spec = {"clinical": list("abcde")}
+    patient = patient_explanation(card, hub.create_model("deepsurv_mlp"), {"clinical": torch.randn(1, 5)})
+    assert patient.labels == list("abcde") and np.ptp(patient.values) > 0
