@@ -19,11 +19,12 @@ from vision.explain import IG_METHOD, _halo_received, attention_map, image_expla
 
 @pytest.mark.parametrize("family, method", [
     ("coat_lite_micro_32", "CoaT factorised attention"),
+    ("cct_2_3x2_32", "attention of the pooling query"),
     ("halonet_micro_32", "halo attention"),
     ("airbench_halo_micro_32", "halo attention"),
     ("airbench_cbam_micro_32", "CBAM spatial attention"),  # crashed on global_pool before issue 71
 ])
-def test_attention_maps_of_the_families_without_rollout(family, method):
+def test_attention_maps_of_the_families_without_a_class_token_rollout(family, method):
     torch.manual_seed(0)
     model = hub.create_model(family).eval()
     x = torch.randn(2, 3, 32, 32)
