@@ -196,13 +196,18 @@ def cmd_serve(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    from hub.core.cards import PretrainedCfg
     from hub.kinds import explain_inputs
     from hub.models import load
 
     model = load(args.name).eval()
+    card = getattr(model, "pretrained_cfg", None)
+    if not isinstance(card, PretrainedCfg):
+        raise HubError(f"{args.name} has no card of this hub saying what data it takes (a family without weights, or "
+                       "a timm model): explain a pretrained tag (attnhub list --pretrained) or a run folder")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for path in explain_inputs(model.pretrained_cfg, model, args.inputs, out_dir, data=args.data, target=args.target):
+    for path in explain_inputs(card, model, args.inputs, out_dir, data=args.data, target=args.target):
         print(path)
     return 0
 

@@ -124,6 +124,12 @@ def test_explain_writes_figure_numbers_and_record_and_target_explains_another_cl
     assert "--data do not apply" in capsys.readouterr().err
     assert main(["explain", "rul_attention.fd001", "--target", "1", "--out", str(tmp_path)]) == 2
     assert "is not a classifier" in capsys.readouterr().err
+    assert main(["explain", "vit_micro_patch4_32", "--out", str(tmp_path)]) == 2  # a family without weights
+    assert "vit_micro_patch4_32 has no card of this hub" in capsys.readouterr().err
+    assert main(["explain", "vit_digits.sklearn", str(tmp_path / "missing.png"), "--out", str(tmp_path)]) == 2
+    assert "missing.png does not exist" in capsys.readouterr().err
+    assert main(["explain", "survival_fusion.metabric", "--out", str(tmp_path)]) == 2
+    assert "give the patients' CSV to explain" in capsys.readouterr().err
 
 
 def test_node_attribution_on_the_k_hop_subgraph_equals_the_whole_graph_s():
