@@ -1,6 +1,7 @@
 """Attention over the time-frequency plane, drawn over the spectrogram.
 
-For AST/SSAST: attention rollout (Abnar & Zuidema, ACL 2020) from the [CLS] token to the patches,
+For the top class (``--target`` another class: Integrated Gradients from Captum, as the attention is the same for
+every class). For AST/SSAST: attention rollout (Abnar & Zuidema, ACL 2020) from the [CLS] token to the patches,
 spread back over the bins and frames each patch covers (overlapping patches are averaged). For the
 timbre classifier: the attention each frame receives, averaged over heads and queries, for every bin.
 
@@ -11,6 +12,7 @@ torch.Size([1, 128, 100])
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +20,7 @@ import torch.nn.functional as F
 from audio.models.ast import AudioSpectrogramTransformer
 from audio.models.timbre import TimbreAttention
 from hub.errors import DataError, HubError
-from hub.explain import attention_rollout, vit_attention
+from hub.explain import Explanation, attention_rollout, class_target, integrated_gradients, scaled, vit_attention
 from hub.plotting import save_figure
 
 
@@ -53,7 +55,7 @@ def explain_spectrogram(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor
     raise HubError(f"no spectrogram explanation for {type(model).__name__}: expected an AST/SSAST or timbre model")
 
 
-def save_spectrogram_overlay(spec: torch.Tensor, heatmap: torch.Tensor, path: str | Path, title: str = "") -> None:
+def save_spectrogram_overlay(spec: torch.Tensor, heatmap, path: str | Path, title: str = "") -> None:
     """Draw ``heatmap`` (F, T) in [0, 1] over the spectrogram ``spec`` (F, T), low frequencies at the bottom."""
     import matplotlib
 
@@ -70,18 +72,28 @@ def save_spectrogram_overlay(spec: torch.Tensor, heatmap: torch.Tensor, path: st
     save_figure(fig, path, dpi=100, bbox_inches="tight")
 
 
-def explain_audio_files(card, model, inputs: list[str], out_dir: Path):
-    """``attnhub explain NAME CLIP...``: the attention over each clip's spectrogram, titled with the class."""
+def spectrogram_explanation(model: torch.nn.Module, x: torch.Tensor, target: int | None = None) -> Explanation:
+    """What decided the class of one clip: the attention over the spectrogram (:func:`explain_spectrogram`) for the
+    top class; Integrated Gradients (Captum) for a class asked by ``target`` (the attention is the same for every
+    class). Shapes: x: (1, F, T) -> values (F, T) in [0, 1]."""
+    model.eval()
+    with torch.no_grad():
+        chosen, probability = class_target(model(x), target)
+    if target is None:
+        method = ("attention rollout over the spectrogram patches" if isinstance(model, AudioSpectrogramTransformer)
+                  else "attention each frame receives, mean over heads and queries")
+        return Explanation(explain_spectrogram(model, x)[0].numpy(), method, chosen, probability,
+                           axes=("mel bin", "frame"))
+    maps = scaled(integrated_gradients(model, (x,), chosen)[0].abs())
+    return Explanation(maps[0].numpy(), "Integrated Gradients (Captum) for the class asked; the attention is the same "
+                       "for every class", chosen, probability, axes=("mel bin", "frame"))
+
+
+def audio_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
+    """``(name, {"x": (1, F, T)})``: each audio file's log-mel spectrogram."""
     from audio.features import model_input
 
     if not inputs:
         raise DataError(f"give the audio files to explain, e.g. attnhub explain {card.name} clip.wav")
     for file in inputs:
-        x = model_input(file, card.input_spec)  # (F, T)
-        heatmap = explain_spectrogram(model, x[None])[0]
-        with torch.no_grad():
-            probs = model(x[None]).softmax(-1)[0]
-        label = card.label_names[int(probs.argmax())] if card.label_names else str(int(probs.argmax()))
-        path = Path(out_dir) / f"{Path(file).stem}_explain.png"
-        save_spectrogram_overlay(x, heatmap, path, f"{Path(file).name}: {label} ({float(probs.max()):.2f})")
-        yield path
+        yield Path(file).stem, {"x": model_input(file, card.input_spec)[None]}

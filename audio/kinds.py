@@ -17,8 +17,9 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from audio.baselines import mfcc_baseline_on_run_split, mfcc_probabilities
-from audio.explain import explain_audio_files
+from audio.explain import audio_samples, save_spectrogram_overlay, spectrogram_explanation
 from audio.features import model_input
+from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
     InputForm,
@@ -90,8 +91,15 @@ class AudioKind(InputKind):
         self.spec(card)
         return partial(model_input, input_spec=card.input_spec)
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_audio_files(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Attention over the spectrogram, or Integrated Gradients (:func:`audio.explain.spectrogram_explanation`)."""
+        return spectrogram_explanation(model, inputs["x"], target)
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return audio_samples(card, inputs)
+
+    def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path, title: str) -> None:
+        save_spectrogram_overlay(inputs["x"][0], explanation.values, path, title)
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x`` (B, mel bins, frames): normalised log-mel spectrograms."""

@@ -33,9 +33,16 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 
 from graph import baselines as node_baselines
-from graph.explain import explain_nodes
+from graph.explain import (
+    graph_explanation,
+    graph_samples,
+    graph_set_samples,
+    node_explanation,
+    plot_node_attention,
+)
 from graph.io import graph_inputs, header_feature_columns, node_features, read_graph_folder
 from hub.errors import DataError
+from hub.explain import Explanation
 from hub.kinds import BaselineResult, CrossValidation, InputForm, InputKind, KindSpec, OODProfile, register_kind
 from hub.recipe import DataSection, Recipe, recipe_file, scratch_recipe
 
@@ -99,8 +106,30 @@ class GraphKind(InputKind):
         spec = self.spec(card)
         return partial(graph_inputs, num_features=spec.num_features, normalize=spec.normalize, where=card.name)
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
-        return explain_nodes(card, model, inputs, out_dir, data)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """A node's attention on its neighbours, or Integrated Gradients (:func:`graph.explain.node_explanation`);
+        ``inputs`` may name the ``node`` (default: the one with the most in-edges) and the nodes' ``names``."""
+        return node_explanation(model, inputs["x"], inputs["edge_index"], inputs.get("node"), target,
+                                inputs.get("names"))
+
+    def explain_samples(self, card, inputs: list[str], data: str | None = None) -> Iterator[tuple[str, dict]]:
+        return graph_samples(card, inputs, data)
+
+    def explanation_example(self, card, generator: torch.Generator) -> dict[str, Any]:
+        """A random graph of 32 nodes with sparse binary features (as Planetoid's bags of words), 4 in-edges each."""
+        x = (torch.rand(32, card.input_spec["num_features"], generator=generator) < 0.02).float()
+        x[:, 0] = 1.0  # no empty row
+        if card.input_spec.get("normalize"):
+            x = x / x.sum(1, keepdim=True)
+        return {"x": x, "edge_index": torch.randint(0, 32, (2, 128), generator=generator)}
+
+    def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path, title: str) -> None:
+        """The node's attention per layer and its ego graph (:func:`graph.explain.plot_node_attention`); bars of the
+        attribution per neighbour for ``--target``."""
+        if explanation.values.shape[0] == 1 and "Integrated Gradients" in explanation.method:
+            return super().draw_explanation(card, inputs, explanation, path, title)
+        plot_node_attention(explanation.extra["model"], inputs["x"], inputs["edge_index"], explanation.extra["node"],
+                            path, names=explanation.extra["names"], classes=card.label_names or None, title=title)
 
     def baseline(self, run_dir) -> BaselineResult:
         return node_baselines.baselines_on_run_split(run_dir)
@@ -175,6 +204,13 @@ class GraphBatchKind(InputKind):
 
     name, domain = "graph-batch", "graph"
     tasks = ("graph-classification",)
+
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """The pooling's attention on the nodes, or Integrated Gradients (:func:`graph.explain.graph_explanation`)."""
+        return graph_explanation(model, inputs["x"], inputs["edge_index"], target)
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict]]:
+        return graph_set_samples(card, inputs)
 
     def default_recipe(self, family: str, path: str) -> Recipe:
         raise DataError(

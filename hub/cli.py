@@ -201,13 +201,18 @@ def cmd_serve(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    from hub.core.cards import PretrainedCfg
     from hub.kinds import explain_inputs
     from hub.models import load
 
     model = load(args.name).eval()
+    card = getattr(model, "pretrained_cfg", None)
+    if not isinstance(card, PretrainedCfg):
+        raise HubError(f"{args.name} has no card of this hub saying what data it takes (a family without weights, or "
+                       "a timm model): explain a pretrained tag (attnhub list --pretrained) or a run folder")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for path in explain_inputs(model.pretrained_cfg, model, args.inputs, out_dir, data=args.data):
+    for path in explain_inputs(card, model, args.inputs, out_dir, data=args.data, target=args.target):
         print(path)
     return 0
 
@@ -413,16 +418,20 @@ def _add_serve(sub) -> None:
 
 
 def _add_explain(sub) -> None:
-    p = sub.add_parser("explain", help="draw what a model attends to: ViT rollout / CBAM maps over images, attention "
-                       "over spectrograms, a node's neighbourhood, RUL forecasts, TESTAM routing, TFCAM's hours and "
-                       "variables")
+    p = sub.add_parser("explain", help="draw what decided a model's output, with its numbers: the family's attention "
+                       "(ViT/CCT rollout, CoaT factorised attention, CBAM and halo maps over images, attention over "
+                       "spectrograms, graph attention on edges, column attention, attention over time), else "
+                       "attribution from Captum (Integrated Gradients, feature ablation); the title names the method. "
+                       "Each X.png gets X.npy (the map) and X.json (method, class and its probability, input, family)")
     p.add_argument("name", help="pretrained tag or run folder")
-    p.add_argument("inputs", nargs="*", help="what to explain: image or audio files; node ids (graph models); test "
-                   "unit numbers (RUL models); a split (TESTAM); a number of test stays (TFCAM); 1-based row numbers "
-                   "(TabTransformer: attention between columns; TabR: the training rows retrieved). Default for "
-                   "images and the last five: a sample of the card's test data")
+    p.add_argument("inputs", nargs="*", help="what to explain: image or audio files; node ids (graph models); 1-based "
+                   "row numbers (tabular models, survival models' --data); test unit numbers (RUL models); test "
+                   "sample numbers (TESTAM); test stay numbers (TFCAM). Default: a few items of the card's test data")
     p.add_argument("--data", help="graph models: a graph folder (nodes.csv, edges.csv) the node ids refer to; tabular "
-                   "models: a CSV of raw rows the row numbers refer to (default: the card's dataset)")
+                   "models: a CSV of raw rows the row numbers refer to (default: the card's dataset); survival "
+                   "models: a CSV of patients (required)")
+    p.add_argument("--target", help="explain this class (a class name or number) instead of the top one; as the "
+                   "attention maps are the same for every class, the map is then attribution from Captum")
     p.add_argument("--out", default="explanations", help="folder for the figures (default ./explanations)")
     p.set_defaults(fn=cmd_explain)
 

@@ -11,8 +11,11 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
 - ``transform(card)`` gives the preprocessing the card's weights expect (:func:`hub.transforms`): a callable from one
   input in its public raw form (an image, a WAV file, a table's rows, PyG's ``Planetoid`` graph, ...) to the model's
   input;
-- ``explain(card, model, inputs, out_dir[, data])`` draws what the model attends to for some inputs (image or
-  audio files, node ids, unit numbers; default: a sample of the card's test data) and yields the figures' paths;
+- ``explanation(card, model, inputs, target)`` says what decided the output for one input (a
+  :class:`~hub.explain.Explanation`: the map, the method, the class and its probability), ``explain_samples(card,
+  inputs[, data])`` turns what the user names (image or audio files, node ids, row or unit numbers; default: a sample
+  of the card's test data) into model inputs, ``draw_explanation`` draws the figure; ``explain`` writes each as
+  X.png, X.npy and X.json (:func:`write_explanation`) and yields the figures' paths;
 - ``baseline(run_dir)`` scores a classical model on the split of a finished run, as a :class:`BaselineResult`, for
   the comparison that ``finetune`` prints and keeps (e.g. HistGradientBoosting next to a tabular model), or None;
   with its :class:`PredictorData` (validation and test outputs of the model and the baseline, and how to save the
@@ -61,6 +64,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from hub.core.registry import Registry, get_model_entry, import_domains
 from hub.errors import DataError
+from hub.explain import Explanation
 from hub.recipe import DataSection, Recipe
 
 
@@ -225,9 +229,38 @@ class InputKind:
         the model's input, a tensor or a dict of the model's keyword inputs (see :func:`hub.transforms`)."""
         raise self.unsupported(TRANSFORM)
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
-        """Figures of what the model attends to for ``inputs``, written to ``out_dir``."""
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """The map of what decided the model's output for one input (``inputs``: the model's keyword inputs of one
+        item, as :meth:`example_input` gives them), explaining class ``target`` (None: the top class), by the
+        family's own attention where it says that, else by attribution (:func:`hub.explain.integrated_gradients`)."""
         raise self.unsupported(EXPLAIN)
+
+    def explain_samples(self, card, inputs: list[str], data: str | None = None) -> Iterator[tuple[str, dict]]:
+        """``(name, model inputs of one item)`` for what the user names in ``inputs`` (files, node ids, row
+        numbers, ...; default: a few items of the card's test data), ``data`` being ``--data``."""
+        raise self.unsupported(EXPLAIN)
+
+    def explanation_example(self, card, generator) -> dict[str, Any]:
+        """A seeded input to explain, for the test over every shipped tag: by default :meth:`example_input`'s."""
+        return self.example_input(card, 1, generator)[0]
+
+    def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path,
+                         title: str) -> None:
+        """The figure of ``explanation`` (a PNG at ``path``); by default bars or a heat map of the values."""
+        from hub.plotting import save_map_figure
+
+        axes = list(explanation.axes or ())
+        save_map_figure(explanation.values, path, title, explanation.labels, xlabel=axes[-1] if axes else "",
+                        ylabel=axes[0] if len(axes) == 2 else "")
+
+    def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None,
+                target: int | None = None) -> Iterator[Path]:
+        """Figures of what decided the model's output for ``inputs`` (see :meth:`explain_samples`), written to
+        ``out_dir`` with their numbers (:func:`write_explanation`)."""
+        samples = _with_options(self.explain_samples, f"explaining inputs of kind {self.name!r}", (card, inputs),
+                                {"data": data})
+        for name, item in samples:
+            yield write_explanation(self, card, model, item, Path(out_dir) / f"{name}_explain.png", name, target)
 
     def baseline(self, run_dir) -> BaselineResult | None:
         """A classical baseline fitted and scored on the split of ``run_dir``; None when the kind has none."""
@@ -302,7 +335,7 @@ KINDS: Registry[type[InputKind]] = Registry("input kind")
 FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE, TRANSFORM, EXAMPLE_INPUT = (
     "fine-tuning on user data", "prediction from files", "explanations", "a default recipe for user data",
     "preprocessing of raw inputs", "an example input for export")
-_OPERATIONS = {FINETUNE: "finetune_data", PREDICT: "predict", EXPLAIN: "explain", DEFAULT_RECIPE: "default_recipe",
+_OPERATIONS = {FINETUNE: "finetune_data", PREDICT: "predict", EXPLAIN: "explanation", DEFAULT_RECIPE: "default_recipe",
                TRANSFORM: "transform", EXAMPLE_INPUT: "example_input"}
 
 
@@ -430,8 +463,55 @@ def predict_logits(card, model, paths: Iterable[str], batch_size: int) -> Iterat
     return kind_of(card).predict(card, model, paths, batch_size)
 
 
-def explain_inputs(card, model, inputs: list[str], out_dir, data: str | None = None) -> Iterator[Path]:
-    """Figures of what the model attends to for ``inputs`` (see the kind's ``explain``), written to ``out_dir``."""
+def class_index(card, target: str | None) -> int | None:
+    """``--target CLASS`` as a class index: one of the card's class names, or a class number."""
+    if target is None:
+        return None
+    names = list(card.label_names or [])
+    if target in names:
+        return names.index(target)
+    if not names:
+        raise DataError(f"--target {target!r}: {card.name} is not a classifier ({card.task}), so it has no class to "
+                        "choose; its explanation is of its output")
+    if target.isdigit() and int(target) < len(names):
+        return int(target)
+    raise DataError(f"--target {target!r} is not a class of {card.name}: expected one of {names} or a class number "
+                    f"0-{len(names) - 1}")
+
+
+def write_explanation(kind: InputKind, card, model, inputs: dict[str, Any], path: Path, name: str,
+                      target: int | None = None) -> Path:
+    """Explain one input and write its figure at ``path`` (X.png), the map's numbers beside it (X.npy) and what was
+    explained (X.json: method, class and its probability, input name, family); returns the figure's path."""
+    import io
+    import json
+
+    import numpy as np
+
+    from hub.io import atomic_write_bytes
+
+    explanation = kind.explanation(card, model, inputs, target)
+    if explanation.target is not None:
+        names = card.label_names or []
+        label = names[explanation.target] if explanation.target < len(names) else str(explanation.target)
+        said = f"class {label} ({explanation.probability:.2f})"
+    else:
+        said = f"output {explanation.output:.3g}" if explanation.output is not None else ""
+    kind.draw_explanation(card, inputs, explanation, path, f"{name}: {said}\n{explanation.method}")
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(explanation.values, dtype=np.float32))
+    atomic_write_bytes(path.with_suffix(".npy"), buffer.getvalue())
+    record = explanation.record(name, card.family, card.label_names)
+    atomic_write_bytes(path.with_suffix(".json"), (json.dumps(record) + "\n").encode())
+    return path
+
+
+def explain_inputs(card, model, inputs: list[str], out_dir, data: str | None = None,
+                   target: str | int | None = None) -> Iterator[Path]:
+    """Figures of what decided the model's output for ``inputs`` (see the kind's ``explain``), written to
+    ``out_dir``, each X.png with X.npy (the map) and X.json (method, class explained and its probability, input,
+    family) beside it; ``target`` (a class name or number) explains that class instead of the top one."""
     kind = kind_of(card)
+    target = class_index(card, None if target is None else str(target))
     return _with_options(kind.explain, f"explaining inputs of kind {kind.name!r}", (card, model, inputs, out_dir),
-                         {"data": data})
+                         {"data": data, "target": target})

@@ -19,6 +19,7 @@ import torch
 
 from hub.data import read_csv_frame, row_numbers
 from hub.errors import DataError
+from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
     CrossValidation,
@@ -49,7 +50,7 @@ from medical.baselines import (
     ranked_blend,
     survival_cross_validation,
 )
-from medical.explain import explain_stays
+from medical.explain import patient_explanation, plot_tfcam_explanations, stay_explanation, stay_samples
 from medical.icu_data import read_record, stay_arrays
 from medical.io import clinical_columns, survival_features, survival_inputs
 
@@ -170,6 +171,30 @@ class SurvivalTableKind(InputKind):
             for start in range(0, len(names), batch_size):
                 yield names[start:start + batch_size], model(**{k: v[start:start + batch_size]
                                                                  for k, v in inputs.items()})
+
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Integrated Gradients of the risk over the clinical values and genes
+        (:func:`medical.explain.patient_explanation`); a survival model has no classes."""
+        return patient_explanation(card, model, inputs)
+
+    def explain_samples(self, card, inputs: list[str], data: str | None = None) -> Iterator[tuple[str, dict]]:
+        """``(rowN, model inputs)`` per 1-based row number of ``--data`` (a CSV of patients; default rows 1-4)."""
+        if data is None:
+            raise DataError(f"give the patients' CSV to explain: attnhub explain {card.name} [ROW...] --data "
+                            "PATIENTS.csv")
+        spec = self.spec(card)
+        table = read_csv_frame(data, f"one row per patient with the columns {list(spec.genes)} and {spec.clinical}")
+        found = _survival_model_inputs(spec, table, data)
+        count = len(table)
+        try:
+            rows = [int(i) for i in inputs] or list(range(1, min(4, count) + 1))
+        except ValueError:
+            raise DataError(f"expected row numbers (1-based) of {data} to explain, got {inputs}") from None
+        bad = [i for i in rows if not 1 <= i <= count]
+        if bad:
+            raise DataError(f"row numbers {bad} are outside {data}, which has rows 1-{count}")
+        for i in rows:
+            yield f"row{i}", {k: v[i - 1:i] for k, v in found.items()}
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``clinical`` (B, clinical columns), ``genes`` (B, genes) standardised, ``gene_mask`` (B, genes) bool: True
@@ -295,8 +320,18 @@ class IcuStaysKind(InputKind):
 
         return prepare
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_stays(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """TFCAM's attention on the variables, or Integrated Gradients (:func:`medical.explain.stay_explanation`)."""
+        return stay_explanation(card, model, inputs["values"], inputs["mask"], inputs["static"], target)
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return stay_samples(card, inputs)
+
+    def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path, title: str) -> None:
+        """TFCAM's three levels (hours, variables, influence); bars of the attribution for ``--target``."""
+        if "explained" not in explanation.extra:
+            return super().draw_explanation(card, inputs, explanation, path, title)
+        plot_tfcam_explanations(explanation.extra["explained"], explanation.labels, path, title=title)
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``values`` (B, hours, variables) scaled, last observation carried forward; ``mask`` (B, hours, variables)

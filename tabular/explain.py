@@ -1,10 +1,11 @@
 """``attnhub explain`` for tabular models.
 
-- TabTransformer: the attention between the categorical columns (mean over layers and heads), one heatmap per
-  explained row and their mean, as ``column_attention.png``.
-- TabR: which training rows each prediction retrieved and with what weight, as ``tabr_retrieval.csv``
-  (``row, rank, training_row, weight, training_label``; ``training_row`` is the 1-based position in the
-  training split the model was trained on, whose rows it stores as its candidates).
+- TabTransformer: the attention between the categorical columns (mean over layers and heads), a heat map per row;
+- the MLP, TabM and TabR, and ``--target CLASS``: feature ablation (Captum), each column's effect on the class's
+  logit when it is set to its mean (numeric) or missing (categorical). For TabR the JSON also lists which training
+  rows the prediction retrieved and with what weight (``training_row`` is the 1-based position in the training split
+  the model was trained on, whose rows it stores as its candidates): a ranking of rows is no map the randomisation
+  test can compare, so the map is the ablation.
 
 Rows are 1-based row numbers of ``--data rows.csv`` (raw rows, the card's preprocessing applies) or, without
 ``--data``, of the card's test split; the default is the first four.
@@ -13,15 +14,12 @@ Rows are 1-based row numbers of ``--data rows.csv`` (raw rows, the card's prepro
 """
 from __future__ import annotations
 
-import csv
-import io
-from pathlib import Path
+from typing import Iterator
 
 import torch
 
 from hub.errors import DataError
-from hub.io import atomic_write_bytes
-from hub.plotting import save_figure
+from hub.explain import Explanation, class_target
 from tabular.io import TabularPreprocessor, read_table
 
 
@@ -36,47 +34,61 @@ def _rows(inputs: list[str], count: int, where: str) -> list[int]:
     return rows
 
 
-def plot_column_attention(weights: torch.Tensor, columns: list[str], rows: list[int], path: Path) -> Path:
-    """``weights`` (B, depth, H, C, C) -> one heatmap per row (mean over layers and heads) and their mean."""
-    import matplotlib.pyplot as plt
-
-    maps = weights.mean((1, 2))  # (B, C, C)
-    panels = [(f"row {r}", m) for r, m in zip(rows, maps)] + [("mean", maps.mean(0))]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.8), squeeze=False)
-    for ax, (title, m) in zip(axes[0], panels):
-        ax.imshow(m.numpy(), cmap="viridis", vmin=0)
-        ax.set_title(title, fontsize=9)
-        ax.set_xticks(range(len(columns)), columns, rotation=90, fontsize=6)
-        ax.set_yticks(range(len(columns)), columns if ax is axes[0][0] else [], fontsize=6)
-    axes[0][0].set_ylabel("column attending")
-    fig.supxlabel("column attended to", fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    return path
+def _columns(pre: TabularPreprocessor, num_numeric: int) -> list[str]:
+    """The names of the model's input columns: numeric (then their missing indicators), categorical."""
+    numeric = list(pre.numeric) + [f"{c} missing" for c in pre.indicators]
+    numeric += [f"numeric {i}" for i in range(len(numeric), num_numeric)]
+    return numeric[:num_numeric] + list(pre.categorical)
 
 
-def write_retrieval_table(model, x_num, x_cat, rows: list[int], pre: TabularPreprocessor, path: Path) -> Path:
-    """TabR's retrieved training rows and weights for each explained row, as a CSV file."""
-    neighbours, weights = model.retrieve(x_num, x_cat)  # (B, m), (B, m)
-    labels = model.cand_y[neighbours]  # (B, m)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["row", "rank", "training_row", "weight", "training_label"])
-    for row, idx, w, y in zip(rows, neighbours.tolist(), weights.tolist(), labels.tolist()):
-        order = sorted(range(len(idx)), key=lambda k: -w[k])
-        for rank, k in enumerate(order, start=1):
-            label = (f"{y[k] * pre.target_std + pre.target_mean:.6g}" if pre.task == "regression"
-                     else pre.classes[int(y[k])])
-            writer.writerow([row, rank, idx[k] + 1, f"{w[k]:.6f}", label])
-    atomic_write_bytes(path, buffer.getvalue().encode())
-    return path
+def _decision(card, model, x_num, x_cat, target: int | None) -> tuple[int | None, float | None, float | None]:
+    """``(class, probability, None)`` of a classifier (``target``, else the top class), or ``(None, None, output)``."""
+    with torch.no_grad():
+        out = model(x_num, x_cat)
+    if card.label_names:
+        return (*class_target(out, target), None)
+    return None, None, float(out.reshape(-1)[0])
 
 
-def explain_rows(card, model, inputs: list[str], out_dir: Path, data: str | None = None):
-    """Column attention (TabTransformer) or retrieved training rows (TabR) for some rows."""
-    if not (hasattr(model, "column_attention") or hasattr(model, "retrieve")):
-        raise DataError(f"{type(model).__name__} has no attention to explain; TabTransformer (attention between "
-                        "columns) and TabR (retrieved training rows) do")
+def row_explanation(card, model, x_num: torch.Tensor, x_cat: torch.Tensor, target: int | None = None) -> Explanation:
+    """What decided one row's output: TabTransformer's attention between the categorical columns (values (C, C), mean
+    over layers and heads); else, and for ``--target``, feature ablation from Captum (values (columns,): the logit's
+    change when each column is set to zero, its standardised mean, or category code 0, missing), with TabR's
+    retrieved rows in ``details``. Shapes: x_num (1, numeric), x_cat (1, categorical)."""
+    pre = TabularPreprocessor.from_dict(card.input_spec["preprocessor"])
+    model.eval()
+    chosen, probability, output = _decision(card, model, x_num, x_cat, target)
+    with torch.no_grad():
+        if target is None and hasattr(model, "column_attention") and pre.categorical:
+            weights = model.column_attention(x_cat).mean((1, 2))[0]  # (B, depth, H, C, C) -> (C, C)
+            return Explanation(weights.numpy(), "TabTransformer attention between the categorical columns (row "
+                               "attends to column; mean over layers and heads)", chosen, probability, output,
+                               labels=list(pre.categorical), axes=("column attending", "column attended to"))
+    details = {}
+    if hasattr(model, "retrieve"):
+        with torch.no_grad():
+            neighbours, weights = model.retrieve(x_num, x_cat)  # (1, m), (1, m)
+        found = model.cand_y[neighbours][0].tolist()
+        details["retrieved"] = [{"training_row": i + 1, "weight": round(float(w), 6), "training_label": (
+            pre.classes[int(y)] if pre.task != "regression" else float(y * pre.target_std + pre.target_mean))}
+            for i, w, y in zip(neighbours[0].tolist(), weights[0].tolist(), found)]
+    from captum.attr import FeatureAblation
+
+    columns = x_num.shape[1] + x_cat.shape[1]
+    masks = (torch.arange(x_num.shape[1])[None], torch.arange(x_num.shape[1], columns)[None])
+    attribution = FeatureAblation(model).attribute((x_num, x_cat), target=chosen, feature_mask=masks)
+    values = torch.cat([a[0] for a in attribution]).detach()  # (columns,)
+    reason = ("the attention is the same for every class" if target is not None and hasattr(model, "column_attention")
+              else f"{type(model).__name__} has no attention to read")
+    if details:
+        reason = "TabR's retrieved training rows and their weights are in the JSON's details"
+    return Explanation(values.numpy(), f"feature ablation (Captum): {reason}", chosen, probability, output,
+                       labels=_columns(pre, x_num.shape[1]), axes=("column",), details=details)
+
+
+def table_samples(card, inputs: list[str], data: str | None = None) -> Iterator[tuple[str, dict]]:
+    """``(rowN, {"x_num", "x_cat"})`` per 1-based row number of ``data`` (raw rows, the card's preprocessing applies)
+    or, without it, of the card's test split; default: the first four rows."""
     pre = TabularPreprocessor.from_dict(card.input_spec["preprocessor"])
     if data:
         x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(read_table(data)))
@@ -86,14 +98,5 @@ def explain_rows(card, model, inputs: list[str], out_dir: Path, data: str | None
 
         test = card_data(card).test_set
         x_num, x_cat, where = test.x_num, test.x_cat, "the card's test split"
-    rows = _rows(inputs, len(x_num), where)
-    index = torch.tensor(rows) - 1
-    out_dir = Path(out_dir)
-    with torch.inference_mode():
-        if hasattr(model, "column_attention"):
-            if not pre.categorical:
-                raise DataError("this table has no categorical columns, so TabTransformer has no column attention")
-            yield plot_column_attention(model.column_attention(x_cat[index]), pre.categorical, rows,
-                                        out_dir / "column_attention.png")
-        else:
-            yield write_retrieval_table(model, x_num[index], x_cat[index], rows, pre, out_dir / "tabr_retrieval.csv")
+    for row in _rows(inputs, len(x_num), where):
+        yield f"row{row}", {"x_num": x_num[row - 1:row], "x_cat": x_cat[row - 1:row]}

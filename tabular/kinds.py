@@ -15,6 +15,7 @@ import torch
 
 from hub.data import row_numbers
 from hub.errors import DataError
+from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
     CrossValidation,
@@ -28,7 +29,7 @@ from hub.kinds import (
 )
 from hub.recipe import DataSection, EarlyStoppingSection, OptimizerSection, Recipe, TrainerSection, scratch_recipe
 from tabular.baselines import baseline_outputs, gbdt_cross_validation, gbdt_on_run_split
-from tabular.explain import explain_rows
+from tabular.explain import row_explanation, table_samples
 from tabular.io import TabularPreprocessor, read_table, table_cells
 
 # How a tabular family trains from scratch on a user's CSV (the recipe files are tuned per public dataset):
@@ -99,8 +100,12 @@ class TableKind(InputKind):
 
         return prepare
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path, data: str | None = None) -> Iterator[Path]:
-        return explain_rows(card, model, inputs, out_dir, data)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Column attention, TabR's retrieval, or feature ablation (:func:`tabular.explain.row_explanation`)."""
+        return row_explanation(card, model, inputs["x_num"], inputs["x_cat"], target)
+
+    def explain_samples(self, card, inputs: list[str], data: str | None = None) -> Iterator[tuple[str, dict]]:
+        return table_samples(card, inputs, data)
 
     def baseline(self, run_dir) -> BaselineResult:
         return gbdt_on_run_split(run_dir)

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from hub.errors import DataError
+from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
     InputForm,
@@ -37,7 +38,13 @@ from timeseries.baselines import (
     traffic_baseline_on_run_split,
 )
 from timeseries.data import minmax_apply, traffic_features
-from timeseries.explain import explain_routing, explain_units
+from timeseries.explain import (
+    path_explanation,
+    traffic_explanation,
+    traffic_samples,
+    unit_samples,
+    window_explanation,
+)
 from timeseries.io import (
     _unit_files,
     read_degradation_csv,
@@ -102,8 +109,12 @@ class SensorSeriesKind(InputKind):
 
         return prepare
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_units(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Attention over the window's cycles (:func:`timeseries.explain.window_explanation`)."""
+        return window_explanation(card, model, inputs["x"])
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return unit_samples(card, inputs)
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x`` (B, window cycles, sensors): min-max scaled sensor readings."""
@@ -213,8 +224,12 @@ class TrafficSeriesKind(InputKind):
 
         return prepare
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_routing(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Integrated Gradients of the forecast (:func:`timeseries.explain.traffic_explanation`)."""
+        return traffic_explanation(model, inputs["x"])
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        return traffic_samples(card, inputs)
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x`` (B, input steps, sensors, 2): standardised speed and time of day (fraction of the day)."""
@@ -290,6 +305,20 @@ class DegradationSeriesKind(InputKind):
             return torch.tensor(levels[-spec.window:], dtype=torch.float32)[:, None]
 
         return prepare
+
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """Attribution of the forecast path over the window's inspections, the attention in the JSON
+        (:func:`timeseries.explain.path_explanation`)."""
+        return path_explanation(model, inputs["x"])
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(unit CSV's stem, {"x": (1, window, 1)})`` for each unit CSV named (as ``predict`` reads them)."""
+        if not inputs:
+            raise DataError("name the unit CSVs to explain (a time column and the measure, one row per inspection), "
+                            "e.g. attnhub explain degradation_gru.laser laser_01.csv")
+        prepare = self.transform(card)
+        for path in inputs:
+            yield Path(path).stem, {"x": prepare(path)[None]}
 
     def example_input(self, card, size: int, generator: torch.Generator):
         """``x`` (B, window, 1): increasing levels up to the failure threshold."""

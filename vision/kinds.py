@@ -20,6 +20,7 @@ import torch
 
 from hub.classical import LinearProbabilities, kept_linear
 from hub.core.registry import get_model_entry
+from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
     InputForm,
@@ -41,7 +42,14 @@ from hub.recipe import (
 )
 from hub.uncertainty.ood import image_summary
 from vision.baselines import pixel_baseline_on_run_split, pixel_probabilities
-from vision.explain import explain_image_files, explain_scenes
+from vision.explain import (
+    image_explanation,
+    image_samples,
+    save_overlay,
+    save_slot_figure,
+    scene_explanation,
+    scene_samples,
+)
 from vision.io import image_tensor, read_image
 
 # (side, channels) of each family's input where it is not 32 x 32 RGB: vit_digits takes 8 x 8 grey digits,
@@ -99,8 +107,16 @@ class ImageKind(InputKind):
         self.spec(card)
         return partial(image_tensor, spec=card.input_spec)
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_image_files(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """The family's attention over the image, or Integrated Gradients (:func:`vision.explain.image_explanation`)."""
+        return image_explanation(model, inputs["x"], target)
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Image files, or without them the first four images of the card's test split."""
+        return image_samples(card, inputs)
+
+    def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path, title: str) -> None:
+        save_overlay(inputs["x"][0], explanation.values, path, title)
 
     def baseline(self, run_dir) -> BaselineResult | None:
         return pixel_baseline_on_run_split(run_dir)
@@ -144,8 +160,16 @@ class SceneKind(InputKind):
         self.spec(card)
         return partial(image_tensor, spec=card.input_spec)
 
-    def explain(self, card, model, inputs: list[str], out_dir: Path) -> Iterator[Path]:
-        return explain_scenes(card, model, inputs, out_dir)
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """The slots' masks (:func:`vision.explain.scene_explanation`); a slot autoencoder has no classes."""
+        return scene_explanation(model, inputs["x"])
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Image files, or without them the first four test scenes of the card."""
+        return scene_samples(card, inputs)
+
+    def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path, title: str) -> None:
+        save_slot_figure(inputs["x"][0], explanation.extra, path, title)
 
     def default_recipe(self, family: str, path: str) -> Recipe:
         """The folder's images (searched recursively) at 64 x 64, trained by reconstruction at 4e-4 without weight

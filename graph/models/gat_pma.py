@@ -62,6 +62,11 @@ class GATSetClassifier(nn.Module):
         dense, mask = to_dense_batch(self._nodes(x, edge_index), batch)  # (B, N_max, dim), (B, N_max)
         return self.pool(dense, mask).flatten(1)  # (B, num_seeds * dim)
 
+    def pool_attention(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        """The PMA pooling's attention on each node of one graph, mean over heads and seeds. Shapes: -> (N,)."""
+        _, weights = self.pool(self._nodes(x, edge_index)[None], None, need_weights=True)  # (1, H, seeds, N)
+        return weights.mean((1, 2))[0]
+
     def forward_head(self, z: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         return z if pre_logits else self.head(F.dropout(z, self.dropout, self.training))
 

@@ -103,7 +103,9 @@ def test_finetune_and_predict_a_user_graph_through_the_cli(tmp_path, capsys):
     assert rows[0] == ["file", "class_1", "prob_1", "class_2", "prob_2", "ood_score", "ood"] and len(rows) == 7
     assert json.loads((Path(run_dir) / "card.json").read_text())["ood"]["score"] == "energy"
     assert main(["explain", run_dir, "n0", "n7", "--data", str(root), "--out", str(tmp_path / "fig")]) == 0
-    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == ["node_n0.png", "node_n7.png"]
+    assert sorted(p.name for p in (tmp_path / "fig").glob("*.png")) == ["node_n0_explain.png", "node_n7_explain.png"]
+    record = json.loads((tmp_path / "fig" / "node_n7_explain.json").read_text())
+    assert record["input"] == "node_n7" and "n7" in record["labels"]  # a run folder is explained as a tag
     assert main(["explain", run_dir, "nope", "--data", str(root), "--out", str(tmp_path / "fig")]) == 2
 
 

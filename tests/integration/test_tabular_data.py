@@ -7,6 +7,7 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -56,22 +57,23 @@ def test_explain_column_attention_and_retrieved_rows(tmp_path, capsys):
     test_rows = data_file("adult.test")  # first, so a missing Adult skips (tests/conftest.py) before the CLI
     assert main(["explain", "tab_transformer.adult", "2", "5", "--out", str(tmp_path)]) == 0
     figure = Path(capsys.readouterr().out.strip().splitlines()[-1])
-    assert figure == tmp_path / "column_attention.png" and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert figure == tmp_path / "row5_explain.png" and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert np.load(figure.with_suffix(".npy")).shape == (8, 8)  # the attention between adult's 8 categorical columns
+    assert json.loads(figure.with_suffix(".json").read_text())["method"].startswith("TabTransformer attention")
     raw = pd.read_csv(test_rows, header=None, names=ADULT_COLUMNS, skipinitialspace=True, skiprows=1,
                       nrows=3).drop(columns="income")
     raw.to_csv(tmp_path / "rows.csv", index=False)
     assert main(["explain", "tabr.adult", "1", "3", "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path)]) == 0
-    table = list(csv.DictReader(open(tmp_path / "tabr_retrieval.csv")))
     model = hub.load("tabr.adult")
-    assert len(table) == 2 * model.context_size and {r["row"] for r in table} == {"1", "3"}
     for row in ("1", "3"):
-        weights = [float(r["weight"]) for r in table if r["row"] == row]
-        assert weights == sorted(weights, reverse=True) and sum(weights) == pytest.approx(1.0, abs=1e-4)
-    assert {r["training_label"] for r in table} <= {"<=50K", ">50K"}
+        record = json.loads((tmp_path / f"row{row}_explain.json").read_text())
+        weights = [r["weight"] for r in record["retrieved"]]
+        assert len(weights) == model.context_size and sum(weights) == pytest.approx(1.0, abs=1e-4)
+        assert {r["training_label"] for r in record["retrieved"]} <= {"<=50K", ">50K"}
     assert main(["explain", "tabr.adult", "9", "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path)]) == 2
     assert "row numbers [9] are outside" in capsys.readouterr().err
-    assert main(["explain", "mlp.adult", "--out", str(tmp_path)]) == 2
-    assert "TabularMLP has no attention to explain" in capsys.readouterr().err
+    assert main(["explain", "mlp.adult", "1", "--out", str(tmp_path)]) == 0  # no attention: feature ablation
+    assert "feature ablation (Captum)" in json.loads((tmp_path / "row1_explain.json").read_text())["method"]
 
 
 def test_tabr_recipe_run_ships_its_training_rows_as_candidates(tmp_path):

@@ -60,13 +60,15 @@ def test_shipped_weights_reproduce_their_card(name, keys):
     assert card.metrics[keys[0]]["n"] == len(card.recipe["seeds"]) >= 4
 
 
-def test_forecast_plot_of_trained_model_through_explain(tmp_path, capsys):
+def test_attention_over_cycles_of_trained_model_through_explain(tmp_path, capsys):
     from timeseries.data import cmapss_file
 
     cmapss_file("test_FD001.txt")  # first, so a missing C-MAPSS skips (tests/conftest.py) before the CLI
     assert main(["explain", "rul_attention.fd001", "1", "2", "3", "--out", str(tmp_path)]) == 0
     path = Path(capsys.readouterr().out.strip().splitlines()[-1])
-    assert path == tmp_path / "rul_forecast.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path == tmp_path / "unit3_explain.png" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    attention = np.load(path.with_suffix(".npy"))
+    assert attention.shape == (30,) and attention.sum() == pytest.approx(1.0, abs=1e-4)  # pooling over 30 cycles
     assert main(["explain", "rul_attention.fd001", "seven", "--out", str(tmp_path)]) == 2
     assert "expected test unit numbers" in capsys.readouterr().err
 

@@ -38,8 +38,9 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     assert header.split() == ["file", *columns, "ood_score", "ood"]  # the run's intervals and OOD statistics
     assert [line.split()[0].rsplit(":", 1)[1] for line in lines] == ["s0", "s1", "s2", "s3"]
     assert all(len(line.split()) == 1 + 3 * 12 + 2 for line in lines), lines
-    assert main(["explain", finetuned, "val", "--out", str(tmp_path / "fig")]) == 0  # TESTAM's routing
-    assert (tmp_path / "fig" / "routing_val.png").stat().st_size > 1000
+    assert main(["explain", finetuned, "1", "--out", str(tmp_path / "fig")]) == 0  # test sample 1: attribution
+    assert (tmp_path / "fig" / "sample1_explain.png").stat().st_size > 1000
+    assert np.load(tmp_path / "fig" / "sample1_explain.npy").shape == (12, 4)  # input steps x the folder's sensors
 
 
 def test_cli_trains_a_rul_family_from_scratch_on_any_sensor_names(tmp_path, capsys, caplog):

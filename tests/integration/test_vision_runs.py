@@ -62,7 +62,7 @@ def test_recipe_trains_and_explain_draws_slots(tmp_path):
     header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
     assert "val/fg_ari" in header and "train/loss" in header and "train/fg_ari" not in header  # not scored in training
     assert main(["explain", str(run), "--out", str(tmp_path / "fig")]) == 0
-    assert len(list((tmp_path / "fig").glob("scene*_slots.png"))) == 4
+    assert len(list((tmp_path / "fig").glob("scene*_explain.png"))) == 4
 
 
 def test_finetune_on_a_folder_of_unlabelled_images(tmp_path, capsys):

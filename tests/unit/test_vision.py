@@ -121,7 +121,8 @@ def test_vit_rollout_and_explain_cli(tmp_path, capsys):
     assert main(["explain", "vit_digits.sklearn", str(path), "--out", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "seven_explain.png").stat().st_size > 1000
     assert main(["explain", "vit_digits.sklearn", "--out", str(tmp_path / "test")]) == 0  # no files: the test split
-    assert sorted(p.name for p in (tmp_path / "test").iterdir()) == [f"test{i}_explain.png" for i in range(4)]
+    assert sorted(p.name for p in (tmp_path / "test").iterdir()) == sorted(
+        f"test{i}_explain.{suffix}" for i in range(4) for suffix in ("png", "npy", "json"))
 
 
 @pytest.mark.parametrize("channels,augment", [(1, "light"), (3, "randaugment")])
