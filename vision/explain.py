@@ -37,10 +37,12 @@ from timm.layers.halo_attn import HaloAttn
 from timm.models.coat import CoaT, FactorAttnConvRelPosEnc
 from timm.models.vision_transformer import VisionTransformer
 
+from hub.attention import AttentionPool
 from hub.attention.cbam import CBAM
 from hub.explain import Explanation, attention_rollout, class_target, integrated_gradients, scaled, vit_attention
 from hub.plotting import save_figure
 from vision.io import read_image
+from vision.models.residual_attention import AttentionModule
 
 IG_METHOD = "Integrated Gradients (Captum)"
 
@@ -154,6 +156,14 @@ def attention_map(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor
     elif any(isinstance(m, HaloAttn) for m in model.modules()):
         found = _captured(model, HaloAttn, _halo_received, x)
         method = f"halo attention received per pixel, mean of {len(found)} layers"
+    elif any(isinstance(m, AttentionPool) for m in model.modules()):
+        with torch.no_grad():
+            found = [model.attention_maps(x)["pool"]]
+        method = "learned aggregation: the class token's attention over the last map (what the classifier reads)"
+    elif any(isinstance(m, AttentionModule) and m.mask is not None for m in model.modules()):
+        with torch.no_grad():
+            found = list(model.attention_maps(x).values())[-1:]
+        method = "soft mask of the last attention module (residual attention; mean over channels)"
     else:
         return None
     maps = [scaled(F.interpolate(m.float(), size=x.shape[-2:], mode="bilinear")[:, 0]) for m in found]

@@ -248,3 +248,17 @@ def test_patchconvnet_pool_map_and_average_ablation():
         model(torch.randn(1, 3, 30, 30))
     with pytest.raises(DataError, match="pool must be one of"):
         hub.create_model("patchconvnet_micro_32", pool="max")
+
+
+@pytest.mark.parametrize("name, args, method", [
+    ("patchconvnet_micro_32", {}, "learned aggregation"),
+    ("residual_attention_micro_32", {"pool": "attention"}, "learned aggregation"),
+    ("residual_attention_micro_32", {}, "soft mask of the last attention module"),
+    ("residual_attention_micro_32", {"combine": "trunk"}, "Integrated Gradients")])
+def test_seeded_vision_families_explain_with_their_own_attention(name, args, method):
+    from vision.explain import image_explanation
+
+    torch.manual_seed(0)
+    found = image_explanation(hub.create_model(name, **args), torch.randn(1, 3, 32, 32))
+    assert found.method.startswith(method) and found.values.shape == (32, 32)
+    assert np.isfinite(found.values).all() and found.values.std() > 0
