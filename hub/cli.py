@@ -73,8 +73,11 @@ def cmd_train(args) -> int:
     from hub.run.train import is_ddp_worker, train
 
     start = time.perf_counter()
-    overrides = [*args.overrides, *([f"output_dir={args.output_dir}"] if args.output_dir else [])]
-    run_dir = train(args.recipe, overrides, resume=args.resume, progress=not args.no_progress)
+    recipe, overrides = args.recipe, list(args.overrides)
+    if args.resume and recipe is not None and "=" in recipe and not Path(recipe).exists():
+        recipe, overrides = None, [recipe, *overrides]  # `train --resume RUN_DIR key=value ...`: overrides alone
+    overrides += [f"output_dir={args.output_dir}"] if args.output_dir else []
+    run_dir = train(recipe, overrides, resume=args.resume, progress=not args.no_progress)
     if not is_ddp_worker():
         _print_run(run_dir, time.perf_counter() - start)
     return 0
@@ -292,7 +295,8 @@ def _add_info(sub) -> None:
 
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train a recipe into a new run folder (its path is printed last)")
-    p.add_argument("recipe", nargs="?", help="recipe YAML file (omit with --resume)")
+    p.add_argument("recipe", nargs="?", help="recipe YAML file (omit with --resume: overrides then apply to the run's "
+                   "recipe, e.g. `--resume RUN_DIR trainer.max_epochs=20`)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=5")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its checkpoints/last.ckpt")
     p.add_argument("--output-dir", help="where the run folder goes (default: the recipe's output_dir, ./runs)")

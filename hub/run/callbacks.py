@@ -114,7 +114,7 @@ class RunRecorder(pl.Callback):
 
     VALIDATION_KEYS = ("val/", "monitor/")  # logged by validation steps and by JointImprovement after them
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path | None):
         self.run_dir = run_dir
         self.history: list[dict[str, float]] = []
         self.validated_epoch: int | None = None
