@@ -25,9 +25,47 @@ from hub.recipe import TrainerSection
 
 class FSDP(FSDPStrategy):
     """Lightning's FSDP strategy, on any accelerator. Lightning refuses the name ``fsdp`` unless the accelerator is
-    named ``cuda`` or ``gpu`` (its check compares the strategy's exact type), though torch's FSDP also trains on CPU,
-    over gloo: the hub's FSDP runs are tested there (``tests/integration/test_multinode_runs.py``). The full state dict
-    (gathered on rank zero) is what checkpoints hold, so ``last.ckpt`` and ``best.ckpt`` load as any other run's."""
+    named ``cuda`` or ``gpu`` (its check compares the strategy's exact type), and on CPU it gives torch's FSDP no
+    device, which torch then refuses; torch's FSDP trains on CPU over gloo when told the CPU is its device, and the
+    hub's FSDP runs are tested there (``tests/integration/test_multinode_runs.py``). Checkpoints hold the full state
+    dict (gathered on rank zero), so ``last.ckpt`` and ``best.ckpt`` load as any other run's."""
+
+    def _setup_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.root_device.type == "cpu":  # wrapped here with the CPU as its device; Lightning keeps a wrapped model
+            from torch.distributed.fsdp import FullyShardedDataParallel
+
+            model = FullyShardedDataParallel(module=model, cpu_offload=self.cpu_offload,
+                                             mixed_precision=self.mixed_precision_config,
+                                             sharding_strategy=self.sharding_strategy, device_id=self.root_device,
+                                             **self.kwargs)
+        return super()._setup_model(model)
+
+    def _full_state_dict(self):
+        """FSDP's full state dict on rank zero; on CPU not "offloaded to the CPU" as Lightning asks (torch then
+        clones tensors it has freed: a segmentation fault, torch 2.11)."""
+        from torch.distributed.fsdp import FullOptimStateDictConfig, FullStateDictConfig, StateDictType
+        from torch.distributed.fsdp import FullyShardedDataParallel as TorchFSDP
+
+        offload = self.root_device.type != "cpu"
+        return TorchFSDP.state_dict_type(self.model, StateDictType.FULL_STATE_DICT,
+                                         FullStateDictConfig(offload_to_cpu=offload, rank0_only=True),
+                                         FullOptimStateDictConfig(offload_to_cpu=offload, rank0_only=True))
+
+    def lightning_module_state_dict(self) -> dict[str, Any]:
+        with self._full_state_dict():
+            return self.model.state_dict()
+
+    def optimizer_state(self, optimizer) -> dict[str, torch.Tensor]:
+        from pytorch_lightning.core.optimizer import LightningOptimizer
+        from torch.distributed.fsdp import FullyShardedDataParallel as TorchFSDP
+        from torch.distributed.fsdp import OptimStateKeyType
+
+        optimizer = optimizer._optimizer if isinstance(optimizer, LightningOptimizer) else optimizer
+        with self._full_state_dict():
+            state = TorchFSDP.optim_state_dict(self.model, optimizer)
+            if self.global_rank == 0:  # keyed by parameter index, as a checkpoint of one process holds it
+                state = TorchFSDP.rekey_optim_state_dict(state, OptimStateKeyType.PARAM_ID, self.model)
+            return state
 
 
 def lightning_strategy(cfg: TrainerSection) -> str | Strategy:
@@ -60,6 +98,12 @@ def is_global_zero(cfg: TrainerSection) -> bool:
     return probe.is_global_zero
 
 
+def is_sharded(trainer: pl.Trainer) -> bool:
+    """Whether the trainer's strategy shards the parameters (FSDP): after fitting, each process's module then holds
+    its shard alone."""
+    return isinstance(trainer.strategy, FSDPStrategy)
+
+
 def replica_check(trainer: pl.Trainer, model: torch.nn.Module) -> dict[str, Any]:
     """After fitting, check that every process holds the same weights: under DDP its replica's parameters, under
     FSDP the parameters gathered from the shards (each process also reports how many parameters its shard held).
@@ -69,7 +113,7 @@ def replica_check(trainer: pl.Trainer, model: torch.nn.Module) -> dict[str, Any]
         ``{"world_size", "in_sync", "strategy"}`` and, under FSDP, ``"parameters"`` (the model's count) and
         ``"shard_parameters"`` (each process's count, by global rank).
     """
-    sharded = isinstance(trainer.strategy, FSDPStrategy)
+    sharded = is_sharded(trainer)
     summary: dict[str, Any] = {"world_size": trainer.world_size, "in_sync": True,
                                "strategy": type(trainer.strategy).__name__}
     if trainer.world_size == 1:

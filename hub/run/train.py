@@ -39,7 +39,7 @@ from hub.run.callbacks import (
     RunRecorder,
     Timer,
 )
-from hub.run.distributed import is_global_zero, lightning_strategy, replica_check
+from hub.run.distributed import is_global_zero, is_sharded, lightning_strategy, replica_check
 from hub.run.evaluate import single_device_trainer
 from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
 from hub.run.host_memory import keep_freed_memory
@@ -293,6 +293,16 @@ def intra_op_threads(count: int | None):
         torch.set_num_threads(previous)
 
 
+def _hub_module(recipe: Recipe, model: torch.nn.Module, task: Task) -> HubModule:
+    if recipe.trainer.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    module = HubModule(model, task, recipe.optimizer, recipe.scheduler, recipe.to_dict(),
+                       classifier=get_model_entry(recipe.model.name).classifier)
+    if recipe.trainer.compile:
+        module.model = torch.compile(module.model)
+    return module
+
+
 def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, recipe_path: str | None,
                     overrides: list[str] | None) -> Path:
     check_logger_packages(recipe.trainer.loggers)
@@ -311,12 +321,7 @@ def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, rec
         run_dir = new_run_dir(recipe.output_dir, recipe.name or recipe.model.name, recipe.seed)
         write_recipe(run_dir, recipe)
 
-    if recipe.trainer.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    module = HubModule(model, task, recipe.optimizer, recipe.scheduler, recipe.to_dict(),
-                       classifier=get_model_entry(recipe.model.name).classifier)
-    if recipe.trainer.compile:
-        module.model = torch.compile(module.model)
+    module = _hub_module(recipe, model, task)
     recorder = RunRecorder(run_dir)
     trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, data_callbacks, progress)
     ckpt = str(run_dir / "checkpoints" / "last.ckpt") if resume_dir is not None else None
@@ -339,6 +344,8 @@ def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, rec
         torch.distributed.destroy_process_group()
     if not trainer.is_global_zero:
         return run_dir
+    if is_sharded(trainer):  # FSDP left this process's shard in the module: a whole one is tested and kept
+        module = _hub_module(recipe, build_model(recipe, datamodule), task)
     # the checkpoint's weights (the average under EMA); its callbacks' states belong to the fitting trainer
     checkpoint = AtomicCheckpointIO().load_checkpoint(best_path)
     module.load_state_dict(checkpoint["state_dict"])
