@@ -9,6 +9,7 @@ import contextlib
 import csv
 import json
 import logging
+import os
 import sys
 import warnings
 from functools import partial
@@ -73,11 +74,25 @@ def cmd_train(args) -> int:
     from hub.run.train import is_ddp_worker, train
 
     start = time.perf_counter()
-    overrides = [*args.overrides, *([f"output_dir={args.output_dir}"] if args.output_dir else [])]
-    run_dir = train(args.recipe, overrides, resume=args.resume, progress=not args.no_progress)
-    if not is_ddp_worker():
-        _print_run(run_dir, time.perf_counter() - start)
+    recipe, overrides = args.recipe, list(args.overrides)
+    if args.resume and recipe is not None and "=" in recipe and not Path(recipe).exists():
+        recipe, overrides = None, [recipe, *overrides]  # `train --resume RUN_DIR key=value ...`: overrides alone
+    overrides += [f"output_dir={args.output_dir}"] if args.output_dir else []
+    run_dir = train(recipe, overrides, resume=args.resume, progress=not args.no_progress)
+    if is_ddp_worker():
+        _end_worker()
+    _print_run(run_dir, time.perf_counter() - start)
     return 0
+
+
+def _end_worker() -> None:
+    """A data-parallel worker (global rank > 0) ends as soon as its part is done, without the interpreter's
+    teardown: gloo's threads may still hold tensors then, whose release during teardown can abort the process
+    ("terminate called without an active exception", seen once in 3 FSDP runs on CPU; pytorch/pytorch#179291), and
+    Lightning's launcher answers a worker's failure by killing rank zero, mid-test."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _print_policy(choice: dict) -> None:
@@ -104,7 +119,7 @@ def cmd_finetune(args) -> int:
                                    policy=args.policy, budget_minutes=args.budget_minutes, report=print,
                                    predictor=args.predictor, cv_folds=args.cv_folds, **options)
     if is_ddp_worker():
-        return 0
+        _end_worker()
     summary = json.loads((run_dir / "metrics.json").read_text())
     if "policy" in summary:
         _print_policy(summary["policy"])
@@ -302,7 +317,8 @@ def _add_info(sub) -> None:
 
 def _add_train(sub) -> None:
     p = sub.add_parser("train", help="train a recipe into a new run folder (its path is printed last)")
-    p.add_argument("recipe", nargs="?", help="recipe YAML file (omit with --resume)")
+    p.add_argument("recipe", nargs="?", help="recipe YAML file (omit with --resume: overrides then apply to the run's "
+                   "recipe, e.g. `--resume RUN_DIR trainer.max_epochs=20`)")
     p.add_argument("overrides", nargs="*", help="recipe overrides key.path=value, e.g. trainer.max_epochs=5")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue this run from its checkpoints/last.ckpt")
     p.add_argument("--output-dir", help="where the run folder goes (default: the recipe's output_dir, ./runs)")

@@ -9,9 +9,9 @@ from hub.run.callbacks import AtomicCheckpointIO, EMAWeights, JointImprovement, 
 from hub.run.evaluate import card_data, evaluate, single_device_trainer
 from hub.run.folder import make_card, new_run_dir, plot_curves, write_metrics_csv
 from hub.run.module import HubModule, seed_all
-from hub.run.train import RUN_DIR_ENV, build_data, build_model, train
+from hub.run.train import build_data, build_model, train
 
-__all__ = ["AtomicCheckpointIO", "EMAWeights", "HubModule", "JointImprovement", "RUN_DIR_ENV", "RunRecorder",
+__all__ = ["AtomicCheckpointIO", "EMAWeights", "HubModule", "JointImprovement", "RunRecorder",
            "build_data", "build_model", "card_data", "evaluate", "make_card", "new_run_dir", "plot_curves",
            "seed_all", "single_device_trainer", "train", "write_metrics_csv"]
 

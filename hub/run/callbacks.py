@@ -110,11 +110,12 @@ class RunRecorder(pl.Callback):
     """Keeps one row of metrics per epoch in ``metrics.csv``; its history is saved in checkpoints, so
     a resumed run continues the table from the checkpoint's epoch. An epoch without validation
     (``trainer.check_val_every_n_epoch`` > 1) has no validation metrics in its row: Lightning keeps the last
-    validation's, which are not that epoch's."""
+    validation's, which are not that epoch's. Global rank zero alone writes the table (``run_dir`` is None in the
+    other processes of a data-parallel run)."""
 
     VALIDATION_KEYS = ("val/", "monitor/")  # logged by validation steps and by JointImprovement after them
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path | None):
         self.run_dir = run_dir
         self.history: list[dict[str, float]] = []
         self.validated_epoch: int | None = None

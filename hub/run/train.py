@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -29,7 +28,6 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from hub.core.cards import read_card
 from hub.core.registry import get_dataset_entry, get_model_entry
-from hub.core.weights import sha256_bytes
 from hub.errors import RecipeError, TrainingError
 from hub.recipe import Recipe, load_recipe
 from hub.run.callbacks import (
@@ -41,6 +39,7 @@ from hub.run.callbacks import (
     RunRecorder,
     Timer,
 )
+from hub.run.distributed import is_global_zero, is_sharded, lightning_strategy, replica_check
 from hub.run.evaluate import single_device_trainer
 from hub.run.folder import new_run_dir, plot_curves, write_model, write_recipe, write_summary
 from hub.run.host_memory import keep_freed_memory
@@ -51,7 +50,6 @@ from hub.uncertainty.conformal import fit_run
 from hub.uncertainty.ood import fit_and_store
 
 log = logging.getLogger("hub")
-RUN_DIR_ENV = "HUB_RUN_DIR"  # set by the launching process so DDP workers join its run folder
 
 
 def build_data(recipe: Recipe):
@@ -185,7 +183,7 @@ class EarlyStopping(pl.callbacks.EarlyStopping):
             trainer.should_stop = stop
 
 
-def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, data_callbacks: list[pl.Callback],
+def _trainer(recipe: Recipe, run_dir: Path | None, task: Task, recorder: RunRecorder, data_callbacks: list[pl.Callback],
              enable_progress: bool = True):
     cfg = recipe.trainer
     monitored = cfg.monitor if isinstance(cfg.monitor, list) else [cfg.monitor or task.monitor]
@@ -193,7 +191,9 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
              for m in monitored}
     joint = [JointImprovement(modes)] if len(monitored) > 1 else []
     monitor, mode = (JointImprovement.BEST, "max") if joint else (monitored[0], modes[monitored[0]])
-    checkpoints = run_dir / "checkpoints"
+    # None in a data-parallel process other than global rank zero: ModelCheckpoint takes rank zero's folder when the
+    # processes connect, and nothing else of this process writes in the run folder
+    checkpoints = run_dir / "checkpoints" if run_dir is not None else None
     callbacks: list[pl.Callback] = [
         *joint,
         # best.ckpt: the epoch with the best monitored metric (first, so it is trainer.checkpoint_callback)
@@ -221,7 +221,7 @@ def _trainer(recipe: Recipe, run_dir: Path, task: Task, recorder: RunRecorder, d
         callbacks.append(Timer(timedelta(minutes=cfg.max_minutes), interval="epoch"))
     return pl.Trainer(
         default_root_dir=run_dir, max_epochs=cfg.max_epochs, accelerator=cfg.accelerator, devices=cfg.devices,
-        num_nodes=cfg.num_nodes, strategy=cfg.strategy, precision=cfg.precision,
+        num_nodes=cfg.num_nodes, strategy=lightning_strategy(cfg), precision=cfg.precision,
         gradient_clip_val=cfg.gradient_clip_val, accumulate_grad_batches=cfg.accumulate_grad_batches,
         check_val_every_n_epoch=cfg.check_val_every_n_epoch, limit_train_batches=cfg.limit_train_batches,
         limit_val_batches=cfg.limit_val_batches, log_every_n_steps=cfg.log_every_n_steps,
@@ -248,18 +248,6 @@ def _check_resume(run_dir: Path, recipe: Recipe) -> None:
     if differing:
         raise TrainingError(f"cannot resume {run_dir}: the recipe differs from the run's in {differing}; "
                             "start a new run instead")
-
-
-def _replica_check(trainer: pl.Trainer, model: torch.nn.Module) -> dict[str, Any]:
-    """Under data parallelism, check that every process ended with the same parameters."""
-    digest = sha256_bytes(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters()))
-    if trainer.world_size == 1:
-        return {"world_size": 1, "in_sync": True}
-    digests = [None] * trainer.world_size
-    torch.distributed.all_gather_object(digests, digest)
-    if len(set(digests)) != 1:
-        raise TrainingError(f"data-parallel replicas diverged: parameter digests {digests}")
-    return {"world_size": trainer.world_size, "in_sync": True}
 
 
 def is_ddp_worker() -> bool:
@@ -305,6 +293,16 @@ def intra_op_threads(count: int | None):
         torch.set_num_threads(previous)
 
 
+def _hub_module(recipe: Recipe, model: torch.nn.Module, task: Task) -> HubModule:
+    if recipe.trainer.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    module = HubModule(model, task, recipe.optimizer, recipe.scheduler, recipe.to_dict(),
+                       classifier=get_model_entry(recipe.model.name).classifier)
+    if recipe.trainer.compile:
+        module.model = torch.compile(module.model)
+    return module
+
+
 def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, recipe_path: str | None,
                     overrides: list[str] | None) -> Path:
     check_logger_packages(recipe.trainer.loggers)
@@ -317,29 +315,23 @@ def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, rec
     task = build_task(recipe, datamodule)
     data_callbacks = datamodule.callbacks(model)
 
-    if resume_dir is not None:
-        run_dir = resume_dir
-    elif os.environ.get(RUN_DIR_ENV) and os.environ.get("LOCAL_RANK", "0") != "0":
-        run_dir = Path(os.environ[RUN_DIR_ENV])  # a DDP worker joins the launcher's run folder
-    else:
+    # Global rank zero alone creates the run folder (hub.run.distributed); a resumed run's is given to every process
+    run_dir: Path | None = resume_dir
+    if is_global_zero(recipe.trainer) and run_dir is None:
         run_dir = new_run_dir(recipe.output_dir, recipe.name or recipe.model.name, recipe.seed)
-        os.environ[RUN_DIR_ENV] = str(run_dir)
         write_recipe(run_dir, recipe)
 
-    if recipe.trainer.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    module = HubModule(model, task, recipe.optimizer, recipe.scheduler, recipe.to_dict(),
-                       classifier=get_model_entry(recipe.model.name).classifier)
-    if recipe.trainer.compile:
-        module.model = torch.compile(module.model)
+    module = _hub_module(recipe, model, task)
     recorder = RunRecorder(run_dir)
     trainer, monitor, mode = _trainer(recipe, run_dir, task, recorder, data_callbacks, progress)
     ckpt = str(run_dir / "checkpoints" / "last.ckpt") if resume_dir is not None else None
     fit_start = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
     fit_seconds = time.perf_counter() - fit_start
+    if run_dir is None:  # another process than rank zero: the folder of rank zero's checkpoints, broadcast to all
+        run_dir = Path(trainer.checkpoint_callback.dirpath).parent
 
-    replicas = _replica_check(trainer, module.model)
+    replicas = replica_check(trainer, module.model)
     rows = list(recorder.history)
     last_path = str(run_dir / "checkpoints" / "last.ckpt")
     best_path = (trainer.checkpoint_callback.best_model_path if recipe.trainer.test_checkpoint == "best" else "") \
@@ -352,6 +344,8 @@ def _train_resolved(recipe: Recipe, resume_dir: Path | None, progress: bool, rec
         torch.distributed.destroy_process_group()
     if not trainer.is_global_zero:
         return run_dir
+    if is_sharded(trainer):  # FSDP left this process's shard in the module: a whole one is tested and kept
+        module = _hub_module(recipe, build_model(recipe, datamodule), task)
     # the checkpoint's weights (the average under EMA); its callbacks' states belong to the fitting trainer
     checkpoint = AtomicCheckpointIO().load_checkpoint(best_path)
     module.load_state_dict(checkpoint["state_dict"])
