@@ -20,6 +20,9 @@ def register_task(name: str):
 
 
 def create_task(name: str, **kwargs) -> "Task":
+    if name not in TASKS:  # a loaded model's domain registered its families only
+        from hub.core.registry import import_domains
+        import_domains()
     return TASKS.get(name)(**kwargs)
 
 

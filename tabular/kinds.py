@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from hub.data import row_numbers
+from hub.datafiles import row_numbers
 from hub.errors import DataError
 from hub.kinds import BaselineResult, InputForm, InputKind, KindOption, KindSpec, OODProfile, batch_axes, register_kind
 from hub.recipe import DataSection, EarlyStoppingSection, OptimizerSection, Recipe, TrainerSection, scratch_recipe

@@ -16,7 +16,7 @@ from typing import IO, Iterable, Iterator
 
 import torch
 
-from hub.data import read_csv_frame
+from hub.datafiles import read_csv_frame
 from hub.errors import HubError
 from hub.kinds import InputForm, kind_of, predict_logits
 from hub.predictor import blend_of
