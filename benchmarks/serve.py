@@ -85,34 +85,44 @@ async def load(url: str, images: list[bytes], requests: int, clients: int) -> tu
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tag", default="airbench_cbam_32.cifar10", help="the served tag (default: the issue's)")
+    parser.add_argument("--tags", default="airbench_cbam_32.cifar10,vit_digits.sklearn",
+                        help="served tags, comma-separated (default: the issue's, and the small digits ViT)")
     parser.add_argument("--requests", type=int, default=400, help="requests per setting (default 400)")
     parser.add_argument("--clients", type=int, default=32, help="concurrent clients (default 32)")
     parser.add_argument("--batch-size", type=int, default=64, help="the batched setting's --max-batch-size")
     args = parser.parse_args(argv)
+    lines = [f"# Serving: {args.requests} one-image requests per setting, {args.clients} concurrent clients, "
+             "loopback", "", f"`python -m benchmarks.serve`; {os.cpu_count()} CPUs, shared with the load generator "
+             "(and, where it ran, other work: the load average is printed).", ""]
+    for tag in args.tags.split(","):
+        lines += [f"## {tag}", "", f"load average at the start: {os.getloadavg()[0]:.1f}", "",
+                  "| setting | requests/s | p50 ms | p99 ms | failed | requests/s / batch 1's |",
+                  "| --- | --- | --- | --- | --- | --- |", *_rows(tag, args), ""]
+        print("\n".join(lines), flush=True)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text("\n".join(lines))
+
+
+def _rows(tag: str, args) -> list[str]:
+    """The table rows of one tag: batch 1, then batched."""
+    side, mode = (8, "L") if tag.startswith("vit_digits") else (32, "RGB")
     rng = np.random.default_rng(0)
     images = []
     for _ in range(16):
         stream = io.BytesIO()
-        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(stream, format="PNG")
+        shape = (side, side) if mode == "L" else (side, side, 3)
+        Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8), mode=mode).save(stream, format="PNG")
         images.append(stream.getvalue())
     rows = []
     for label, options in [("batch 1", ["--max-batch-size", "1", "--max-wait-ms", "0"]),
                            (f"batched (<= {args.batch_size}, 10 ms)",
                             ["--max-batch-size", str(args.batch_size), "--max-wait-ms", "10"])]:
-        with served(args.tag, *options, "--max-queue", str(args.requests)) as url:
+        with served(tag, *options, "--max-queue", str(args.requests)) as url:
             seconds, latencies, failed = asyncio.run(load(url, images, args.requests, args.clients))
         rows.append((label, args.requests / seconds, np.percentile(latencies, 50) * 1000,
                      np.percentile(latencies, 99) * 1000, failed))
-    lines = [f"# Serving {args.tag}: {args.requests} one-image requests, {args.clients} concurrent clients, loopback",
-             "", f"`python -m benchmarks.serve`; {os.cpu_count()} CPUs shared with the load generator.", "",
-             "| setting | requests/s | p50 ms | p99 ms | failed | requests/s / batch 1's |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for label, rate, p50, p99, failed in rows:
-        lines.append(f"| {label} | {rate:.1f} | {p50:.0f} | {p99:.0f} | {failed} | {rate / rows[0][1]:.2f} |")
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return [f"| {label} | {rate:.1f} | {p50:.0f} | {p99:.0f} | {failed} | {rate / rows[0][1]:.2f} |"
+            for label, rate, p50, p99, failed in rows]
 
 
 if __name__ == "__main__":

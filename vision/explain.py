@@ -20,7 +20,6 @@ from hub.errors import HubError
 from hub.explain import attention_rollout, vit_attention
 from hub.plotting import save_figure
 from vision.io import read_image
-from vision.tasks import ForegroundARI
 
 
 def explain_image(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -133,6 +132,8 @@ def explain_scenes(card, model, inputs: list[str], out_dir: Path):
         with torch.no_grad():
             out = model.autoencode(image.unsqueeze(0), generator=torch.Generator().manual_seed(0))
         if mask is not None:
+            from vision.tasks import ForegroundARI  # a metric: torchmetrics, not imported to predict
+
             metric = ForegroundARI()
             metric.update(out["masks"].argmax(1), mask.unsqueeze(0))
             title = f"{title}: FG-ARI {float(metric.compute()):.2f}"

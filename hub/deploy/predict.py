@@ -101,6 +101,7 @@ def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: 
     name then its cells, of the card's predictor (:func:`predictor_mix`). ``model``: a loaded hub model (its
     ``pretrained_cfg`` says how to read the files)."""
     card = model.pretrained_cfg
+    kind_of(card)  # the kind registered (its domain's kinds module) before the OOD scorer looks it up
     files = list(files)
     mix = predictor_mix(card, files)
     scorer = PredictionScorer.for_model(model)
@@ -142,6 +143,7 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     (:mod:`hub.predictor`): the model's, its input kind's classical baseline's, or their blend; the OOD columns score
     the model's."""
     card = model.pretrained_cfg
+    kind_of(card)  # the kind registered (its domain's kinds module) before the OOD scorer looks it up
     regression = bool(card.output_names)  # a regression names its target; a classifier its classes
     classes = list(card.label_names)
     header = ["row", "prediction", *(f"proba_{c}" for c in classes)]

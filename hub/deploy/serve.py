@@ -145,7 +145,7 @@ class BatchingPredictor:
         # uploads decoded in memory: the kind reads bytes and the predictor is the model (a baseline reads paths)
         self.in_memory = (self.form is InputForm.FILE_EACH and self.kind in kinds_supporting("read_bytes")
                           and not self.card.predictor.get("baseline"))
-        self.decoders = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="decode")
+        self.decoders = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="decode")
 
     def decode(self, names: list[str], blobs: list[bytes]) -> list[Any]:
         """The model inputs of uploaded files, read from memory (in the decoder threads); raises naming a bad one."""
@@ -510,9 +510,10 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
             except Exception as err:  # an input no reader foresaw; the server goes on
                 log.exception("request failed")
                 return refuse(500, job.client_text(f"{type(err).__name__}: {err}"))
-            return {"model": name, "sha256": card.sha256, "kind": predictor.kind,
-                    "calibrated": "temperature" in card.calibration,
-                    "predictions": [typed_row(row, classifier) for row in rows]}
+            # built as the response model says (the schema at /docs), sent without validating it again per request
+            return JSONResponse({"model": name, "sha256": card.sha256, "kind": predictor.kind,
+                                 "calibrated": "temperature" in card.calibration,
+                                 "predictions": [typed_row(row, classifier) for row in rows]})
         finally:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -642,4 +643,8 @@ def serve(name: str, host: str = "127.0.0.1", port: int = 8000, max_batch_size: 
         raise _missing_package(err) from None
     model = load_served(name)
     app = build_app(model, name, max_batch_size, max_wait_ms, limits)
-    uvicorn.run(app, host=host, port=port, log_level="info" if verbose else "warning")
+    shown = f"[{host}]" if ":" in host else host
+    print(f"serving {name} at http://{shown}:{port}/ (the page; POST /predict, /docs"
+          f"{'; token required' if limits.token else ''}); Ctrl+C stops", flush=True)
+    # uvicorn's start-up lines and access log only with --verbose: the line above says where to go
+    uvicorn.run(app, host=host, port=port, log_level="info" if verbose else "warning", access_log=verbose)

@@ -133,3 +133,29 @@ def test_timeout_then_a_full_queue(model):
     assert late.status_code == 504 and "--timeout-s" in late.json()["detail"]
     full = client.post("/predict", files=upload)
     assert full.status_code == 503 and full.headers["retry-after"] == "1"
+
+
+def test_uploads_are_decoded_in_memory_and_a_batch_is_collated_once(model, monkeypatch):
+    """Images: no temporary folder per request, and one collate (one model call) for a batch of requests."""
+    import tempfile
+
+    import torch.utils.data
+
+    from hub.deploy.serve import BatchingPredictor, Job
+
+    made = []
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda *a, **k: made.append(1) or pytest.fail("a temporary folder"))
+    with TestClient(build_app(model, NAME)) as client:
+        assert client.post("/predict", files=[("files", ("a.png", _png(), "image/png"))]).status_code == 200
+    assert made == []
+    predictor = BatchingPredictor(model, max_batch_size=64, max_wait_ms=0)
+    assert predictor.in_memory
+    inputs = predictor.decode(["a.png", "b.png"], [_png(10), _png(200)])
+    jobs = [Job(None, [], {}, 1, 3, inputs=[x], names=[n]) for x, n in zip(inputs, ["a.png", "b.png"])] * 3
+    collated = []
+    original = torch.utils.data.default_collate
+    monkeypatch.setattr(torch.utils.data, "default_collate", lambda batch: collated.append(len(batch)) or
+                        original(batch))
+    answers = predictor.answers(jobs)
+    assert collated == [6] and [a[0]["file"] for a in answers] == ["a.png", "b.png"] * 3
+    assert answers[0] == answers[2]  # the same image in one batch: the same answer
