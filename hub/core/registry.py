@@ -8,8 +8,9 @@ Every form of model name (those, run folders, ``hf-hub:`` and ``timm/`` names) i
 
 Domain packages are imported on first use, and only the one that is needed: ``hub/index.json``
 (written by ``python -m hub.core.index``) says which package registers each family and dataset, so
-``hub.load("vit_digits.sklearn")`` imports the vision domain only, and listing reads the index and
-the cards without importing any domain.
+``hub.load("vit_digits.sklearn")`` imports ``vision.models`` only (a domain's ``__init__`` imports nothing; its
+``REGISTERS`` names the modules that register, imported all when more than a family is needed), and listing reads
+the index and the cards without importing any domain.
 """
 from __future__ import annotations
 
