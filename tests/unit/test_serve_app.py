@@ -159,3 +159,32 @@ def test_uploads_are_decoded_in_memory_and_a_batch_is_collated_once(model, monke
     answers = predictor.answers(jobs)
     assert collated == [6] and [a[0]["file"] for a in answers] == ["a.png", "b.png"] * 3
     assert answers[0] == answers[2]  # the same image in one batch: the same answer
+
+
+@pytest.mark.parametrize("kind_name", ["image", "audio"])
+def test_reading_an_upload_from_memory_equals_reading_the_file(kind_name, tmp_path):
+    """``read_bytes`` (serve, no temporary file) gives the model input ``predict``'s reader gives for the file."""
+    import torch
+
+    from hub.kinds import kind_of
+    from hub.models import load
+
+    if kind_name == "image":
+        card = load(NAME).pretrained_cfg
+        path = tmp_path / "a.png"
+        path.write_bytes(_png(77))
+        from vision.io import read_image
+        expected = read_image(path, card.input_spec)
+    else:
+        import soundfile
+
+        from audio.features import model_input
+        card = load("ast_tiny.fsdd").pretrained_cfg
+        path = tmp_path / "a.wav"
+        t = np.arange(8000) / 8000
+        soundfile.write(path, (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32), 8000)
+        expected = model_input(str(path), card.input_spec)
+    kind = kind_of(card)
+    assert torch.equal(kind.read_bytes(card, path.read_bytes(), "a"), expected)
+    with pytest.raises(HubError, match="upload.bin"):
+        kind.read_bytes(card, b"garbage", "upload.bin")
