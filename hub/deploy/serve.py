@@ -126,7 +126,14 @@ class Job:
 
 
 class BatchingPredictor:
-    """The model, the request queue and the worker task that batches it (see the module's docstring)."""
+    """The model, the request queue and the worker task that batches it (see the module's docstring).
+
+    Args:
+        model: a loaded hub model with its card (``pretrained_cfg``), in eval mode.
+        max_batch_size: the most inputs (files or rows) per model call.
+        max_wait_ms: how long the first request of a batch waits for others to join it.
+        max_queue: the most requests waiting; one more raises :class:`Busy`.
+    """
 
     def __init__(self, model, max_batch_size: int, max_wait_ms: float, max_queue: int = 256):
         if max_batch_size < 1 or max_wait_ms < 0 or max_queue < 1:
