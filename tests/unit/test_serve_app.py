@@ -188,3 +188,22 @@ def test_reading_an_upload_from_memory_equals_reading_the_file(kind_name, tmp_pa
     assert torch.equal(kind.read_bytes(card, path.read_bytes(), "a"), expected)
     with pytest.raises(HubError, match="upload.bin"):
         kind.read_bytes(card, b"garbage", "upload.bin")
+
+
+def test_explain_sends_the_map_and_its_fields_when_explain_writes_them(client, monkeypatch):
+    """Where explain writes ``X.npy`` (the map) and ``X.json`` beside ``X.png``, /explain sends them for the overlay."""
+    import json
+
+    import hub.kinds
+
+    def fake_explain(card, model, inputs, out_dir, data=None):
+        png = out_dir / "a_attention.png"
+        png.write_bytes(_png())
+        np.save(png.with_suffix(".npy"), np.eye(2, dtype=np.float32))
+        png.with_suffix(".json").write_text(json.dumps({"method": "rollout", "class": "3", "probability": 0.9}))
+        yield png
+
+    monkeypatch.setattr(hub.kinds, "explain_inputs", fake_explain)
+    figure = client.post("/explain", files=[("files", ("a.png", _png(), "image/png"))]).json()["figures"][0]
+    assert figure["map"] == [[1.0, 0.0], [0.0, 1.0]]
+    assert figure["meta"] == {"method": "rollout", "class": "3", "probability": 0.9}
