@@ -33,7 +33,7 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def served(tag: str, *options: str):
-    """The URL of ``attnhub serve TAG`` on a free loopback port, stopped on exit."""
+    """The URL and process id of ``attnhub serve TAG`` on a free loopback port, stopped on exit."""
     import httpx
 
     port = _free_port()
@@ -49,7 +49,7 @@ def served(tag: str, *options: str):
                 if httpx.get(f"{url}/health", timeout=5).status_code == 200:
                     break
             time.sleep(0.5)
-        yield url
+        yield url, server.pid
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -93,11 +93,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     lines = [f"# Serving: {args.requests} one-image requests per setting, {args.clients} concurrent clients, "
              "loopback", "", f"`python -m benchmarks.serve`; {os.cpu_count()} CPUs, shared with the load generator "
-             "(and, where it ran, other work: the load average is printed).", ""]
+             "(and, where it ran, other work: the load average is printed). The server's CPU milliseconds per request "
+             "(its process's user + system time over the run, warm-up included) hardly depend on that sharing: "
+             "their ratio is the capacity batching gives on cores of its own.", ""]
     for tag in args.tags.split(","):
         lines += [f"## {tag}", "", f"load average at the start: {os.getloadavg()[0]:.1f}", "",
-                  "| setting | requests/s | p50 ms | p99 ms | failed | requests/s / batch 1's |",
-                  "| --- | --- | --- | --- | --- | --- |", *_rows(tag, args), ""]
+                  "| setting | requests/s | p50 ms | p99 ms | failed | requests/s / batch 1's | server CPU ms per "
+                  "request | batch 1's CPU per request / this |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |", *_rows(tag, args), ""]
         print("\n".join(lines), flush=True)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text("\n".join(lines))
@@ -117,12 +120,20 @@ def _rows(tag: str, args) -> list[str]:
     for label, options in [("batch 1", ["--max-batch-size", "1", "--max-wait-ms", "0"]),
                            (f"batched (<= {args.batch_size}, 10 ms)",
                             ["--max-batch-size", str(args.batch_size), "--max-wait-ms", "10"])]:
-        with served(tag, *options, "--max-queue", str(args.requests)) as url:
+        with served(tag, *options, "--max-queue", str(args.requests)) as (url, pid):
+            before = _cpu_seconds(pid)
             seconds, latencies, failed = asyncio.run(load(url, images, args.requests, args.clients))
+            cpu_ms = (_cpu_seconds(pid) - before) * 1000 / (args.requests + 2)
         rows.append((label, args.requests / seconds, np.percentile(latencies, 50) * 1000,
-                     np.percentile(latencies, 99) * 1000, failed))
-    return [f"| {label} | {rate:.1f} | {p50:.0f} | {p99:.0f} | {failed} | {rate / rows[0][1]:.2f} |"
-            for label, rate, p50, p99, failed in rows]
+                     np.percentile(latencies, 99) * 1000, failed, cpu_ms))
+    return [f"| {label} | {rate:.1f} | {p50:.0f} | {p99:.0f} | {failed} | {rate / rows[0][1]:.2f} | {cpu:.1f} | "
+            f"{rows[0][5] / cpu:.2f} |" for label, rate, p50, p99, failed, cpu in rows]
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process ``pid`` has used so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":
