@@ -66,6 +66,7 @@ import torch
 from hub.deploy.predict import file_predictions, predicted_values, predictor_mix, table_predictions, value_cells
 from hub.errors import DataError, HubError
 from hub.kinds import InputForm, kind_of, kinds_supporting, predict_logits
+from hub.predictor import blend_of
 from hub.uncertainty.ood import HEADER as OOD_HEADER
 from hub.uncertainty.ood import PredictionScorer
 
@@ -151,7 +152,7 @@ class BatchingPredictor:
         self.model_lock = threading.Lock()  # the OOD scorer's hook keeps the last input: one model call at a time
         # uploads decoded in memory: the kind reads bytes and the predictor is the model (a baseline reads paths)
         self.in_memory = (self.form is InputForm.FILE_EACH and self.kind in kinds_supporting("read_bytes")
-                          and not self.card.predictor.get("baseline"))
+                          and blend_of(self.card) is None)
         self.decoders = ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1), thread_name_prefix="decode")
 
     def decode(self, names: list[str], blobs: list[bytes]) -> list[Any]:
