@@ -194,8 +194,8 @@ def test_a_failing_batch_is_answered_request_by_request(digit_pngs, tmp_path):
     jobs = [Job(path.parent, [path], {str(path): path.name}, 1, 3) for path in (paths[0], broken, paths[1])]
     first, failed, last = predictor.answers(jobs)
     assert isinstance(failed, DataError) and "broken.png" in jobs[1].client_text(str(failed))
-    _assert_as_predicted(first, paths[:1], expected)
-    _assert_as_predicted(last, paths[1:2], expected)
+    _assert_as_predicted([typed_row(row, classifier=True) for row in first], paths[:1], expected)
+    _assert_as_predicted([typed_row(row, classifier=True) for row in last], paths[1:2], expected)
 
 
 def test_serve_refuses_a_model_without_a_card(capsys):
