@@ -1,2 +1,4 @@
 """Audio models (AST, SSAST, the timbre classifier) and audio data (FSDD, user audio folders)."""
-from audio import data, explain, io, kinds, models, tasks  # noqa: F401  (registers models, datasets, tasks, kinds)
+# The modules whose import registers this domain's entries, imported by hub.core.registry on first use; a model
+# family alone imports only `models`, so that loading a model for inference imports no training data code.
+REGISTERS = ("data", "explain", "io", "kinds", "models", "tasks")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from audio.features import AUDIO_SUFFIXES
-from hub.data import scan_class_folders
+from hub.datafiles import scan_class_folders
 
 
 def scan_audio_folder(root: Path) -> dict[str, list[Path]]:

@@ -19,6 +19,7 @@ import torch
 from audio.baselines import mfcc_baseline_on_run_split, mfcc_probabilities
 from audio.explain import audio_samples, save_spectrogram_overlay, spectrogram_explanation
 from audio.features import model_input
+from hub.errors import DataError
 from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
@@ -84,6 +85,22 @@ class AudioKind(InputKind):
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         return predict_per_file(model, paths, lambda path: model_input(path, card.input_spec), batch_size)
+
+    def read_bytes(self, card, data: bytes, name: str) -> torch.Tensor:
+        """An uploaded WAV/FLAC file's bytes -> the spectrogram :meth:`predict` reads from the file (soundfile reads
+        a file object as it reads a path)."""
+        from io import BytesIO
+
+        import soundfile
+
+        try:
+            samples, rate = soundfile.read(BytesIO(data), dtype="float32", always_2d=True)
+        except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as err:
+            raise DataError(f"cannot read audio {name}: not a readable WAV/FLAC file ({err})") from None
+        try:
+            return model_input((samples, rate), card.input_spec)
+        except DataError as err:  # said of "the waveform": of the upload, by its name
+            raise DataError(str(err).replace("the waveform", f"audio file {name}")) from None
 
     def transform(self, card) -> Callable[[Any], torch.Tensor]:
         """A WAV/FLAC file or a ``(waveform, sample_rate)`` pair (as ``soundfile.read`` returns it) -> the normalised

@@ -11,7 +11,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import to_undirected
 
-from hub.data import read_csv_rows
+from hub.datafiles import read_csv_rows
 from hub.errors import DataError
 
 SPARSE_BELOW = 0.1  # features with fewer nonzeros than this fraction are stored as sparse CSR

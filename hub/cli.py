@@ -209,9 +209,12 @@ def _print_file_predictions(model, args) -> None:
 
 
 def cmd_serve(args) -> int:
-    from hub.deploy.serve import serve
+    from hub.deploy.serve import Limits, serve
 
-    serve(args.name, host=args.host, port=args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
+    limits = Limits(max_upload_mb=args.max_upload_mb, timeout_s=args.timeout_s, max_queue=args.max_queue,
+                    token=args.token)
+    serve(args.name, host=args.host, port=args.port, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms,
+          limits=limits, verbose=args.verbose)
     return 0
 
 
@@ -424,12 +427,22 @@ def _add_serve(sub) -> None:
     p = sub.add_parser("serve", help="serve a model over HTTP: POST /predict (uploaded files, or JSON rows for a "
                        "table model) answers what predict prints, batching requests that arrive together; GET /health")
     p.add_argument("name", help="pretrained tag or run folder")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only); "
+                   "any other address requires a token (--token or ATTNHUB_TOKEN)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--max-batch-size", type=int, default=64, help="most inputs (files or rows) per model call "
                    "(default 64)")
     p.add_argument("--max-wait-ms", type=float, default=10.0, help="how long the first request of a batch waits "
                    "for others to join it (default 10)")
+    p.add_argument("--max-upload-mb", type=float, default=16.0, help="largest request body in MiB; a larger one is "
+                   "answered 413 before it is read whole (default 16)")
+    p.add_argument("--timeout-s", type=float, default=30.0, help="longest a request may wait for its answer, queue "
+                   "and model; longer is answered 504 (default 30)")
+    p.add_argument("--max-queue", type=int, default=256, help="most requests waiting for the model; one more is "
+                   "answered 503 with Retry-After (default 256)")
+    p.add_argument("--token", help="require 'Authorization: Bearer TOKEN' on /predict, /explain and /models "
+                   "(default: the ATTNHUB_TOKEN environment variable; required when --host is not loopback). "
+                   "Prefer the variable: a command line is visible to other users of the machine")
     p.set_defaults(fn=cmd_serve)
 
 

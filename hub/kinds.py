@@ -8,6 +8,8 @@ Each kind is one class, registered with :func:`register_kind` by the domain that
   :class:`~hub.recipe.DataSection` (an image folder, a CSV table, a folder of WAV files, ...);
 - ``predict(card, model, paths, batch_size)`` runs the model over input files (or a folder), streaming in
   batches, and yields ``(names, outputs)``; a file that does not fit raises a clear error naming it;
+- ``read_bytes(card, data, name)`` reads one uploaded file's bytes as ``predict`` reads the file, for ``serve``
+  without a temporary file (kinds of one input per file; optional);
 - ``transform(card)`` gives the preprocessing the card's weights expect (:func:`hub.transforms`): a callable from one
   input in its public raw form (an image, a WAV file, a table's rows, PyG's ``Planetoid`` graph, ...) to the model's
   input;
@@ -62,7 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
-from hub.core.registry import Registry, get_model_entry, import_domains
+from hub.core.registry import Registry, get_model_entry, import_domains, import_family_part
 from hub.errors import DataError
 from hub.explain import Explanation
 from hub.recipe import DataSection, Recipe
@@ -224,6 +226,12 @@ class InputKind:
         """``(names, outputs)`` for the inputs at ``paths``, ``batch_size`` at a time."""
         raise self.unsupported(PREDICT)
 
+    def read_bytes(self, card, data: bytes, name: str) -> Any:
+        """The model input of one uploaded file's bytes ``data`` (named ``name`` in errors), read from memory as
+        ``predict`` reads the file, for kinds of one input per file (``InputForm.FILE_EACH``): ``serve`` batches
+        such inputs without writing a temporary file. Default: not supported, ``serve`` writes the file."""
+        raise self.unsupported(READ_BYTES)
+
     def transform(self, card) -> Callable[[Any], Any]:
         """The preprocessing of the card's weights: a callable from one raw input (as the public data holds it) to
         the model's input, a tensor or a dict of the model's keyword inputs (see :func:`hub.transforms`)."""
@@ -332,11 +340,11 @@ class InputKind:
 
 
 KINDS: Registry[type[InputKind]] = Registry("input kind")
-FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE, TRANSFORM, EXAMPLE_INPUT = (
+FINETUNE, PREDICT, EXPLAIN, DEFAULT_RECIPE, TRANSFORM, EXAMPLE_INPUT, READ_BYTES = (
     "fine-tuning on user data", "prediction from files", "explanations", "a default recipe for user data",
-    "preprocessing of raw inputs", "an example input for export")
+    "preprocessing of raw inputs", "an example input for export", "reading an upload from memory")
 _OPERATIONS = {FINETUNE: "finetune_data", PREDICT: "predict", EXPLAIN: "explanation", DEFAULT_RECIPE: "default_recipe",
-               TRANSFORM: "transform", EXAMPLE_INPUT: "example_input"}
+               TRANSFORM: "transform", EXAMPLE_INPUT: "example_input", READ_BYTES: "read_bytes"}
 
 
 def register_kind(cls: type[InputKind]) -> type[InputKind]:
@@ -402,7 +410,7 @@ def kind_of(card) -> InputKind:
     if name is None:
         raise DataError(f"the card of {card.name} has no input_spec.kind; cannot tell what data it takes")
     if name not in KINDS:
-        get_model_entry(card.family)  # imports the family's domain package, which registers its kinds
+        import_family_part(card.family, "kinds")  # the family's domain's kinds, not its data modules
     if name not in KINDS:
         raise DataError(f"inputs of kind {name!r} (the card of {card.name}) have no registered input kind, so "
                         f"no fine-tuning, prediction or explanation on user data (kinds: {KINDS.names()})")
@@ -432,7 +440,8 @@ def finetune_data_section(card, path: str, **options) -> DataSection:
 def default_recipe(family: str, path: str, **options) -> Recipe:
     """The recipe training the untrained ``family`` on the user's data at ``path``, from the default recipe of
     the kind that families of its task read."""
-    task = get_model_entry(family).task  # imports the family's domain, which registers its kinds
+    task = get_model_entry(family).task
+    import_family_part(family, "kinds")
     givers = {t: KINDS.get(n) for n in kinds_supporting("default_recipe") for t in KINDS.get(n).tasks}
     if task not in givers:
         raise DataError(f"{family!r} has no pretrained tag given and its task {task!r} has no default recipe for user "

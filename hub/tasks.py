@@ -4,13 +4,15 @@ The dataset names its task; domains add tasks of their own with :func:`register_
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn.functional as F
-import torchmetrics
 
 from hub.core.registry import Registry
+
+if TYPE_CHECKING:
+    import torchmetrics
 
 TASKS: Registry[Callable[..., "Task"]] = Registry("task")
 
@@ -20,6 +22,9 @@ def register_task(name: str):
 
 
 def create_task(name: str, **kwargs) -> "Task":
+    if name not in TASKS:  # a loaded model's domain registered its families only
+        from hub.core.registry import import_domains
+        import_domains()
     return TASKS.get(name)(**kwargs)
 
 
@@ -62,6 +67,8 @@ class ClassificationTask(Task):
         self.label_smoothing = label_smoothing
 
     def metrics(self) -> torchmetrics.MetricCollection:
+        import torchmetrics  # training and evaluation only: predicting imports none of it
+
         if self.num_classes == 2:  # preds are the positive class's probability
             return torchmetrics.MetricCollection({"acc": torchmetrics.Accuracy(task="binary"),
                                                   "auroc": torchmetrics.AUROC(task="binary"),
@@ -97,6 +104,8 @@ class RegressionTask(Task):
         pass
 
     def metrics(self) -> torchmetrics.MetricCollection:
+        import torchmetrics  # training and evaluation only: predicting imports none of it
+
         return torchmetrics.MetricCollection({
             "rmse": torchmetrics.MeanSquaredError(squared=False),
             "mae": torchmetrics.MeanAbsoluteError(),

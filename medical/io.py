@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hub.data import read_csv_frame
+from hub.datafiles import read_csv_frame
 from hub.errors import DataError
 
 _NUMERIC_SHARE = 0.9  # a column is numeric when this share of its non-empty cells are numbers (as in tabular)

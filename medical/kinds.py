@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 import torch
 
-from hub.data import read_csv_frame, row_numbers
+from hub.datafiles import read_csv_frame, row_numbers
 from hub.errors import DataError
 from hub.explain import Explanation
 from hub.kinds import (

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytorch_lightning as pl
 import torch
 from torch.utils.data import Dataset
 
@@ -29,6 +30,7 @@ from hub.core.weights import read_verified
 from hub.data import HubDataModule, data_dir, dataset_file, stratified_split
 from hub.errors import DataError
 from tabular.io import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
+from tabular.models.tab_transformer import pretrain
 
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
                  "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country",
@@ -237,8 +239,8 @@ class TabularData(HubDataModule):
 
     def callbacks(self, model):
         """TabR's candidates (the training rows) and, with ``pretrain_epochs``, TabTransformer's pre-training."""
-        from tabular.models.tab_transformer import ReplacedTokenPretraining, TabTransformer
-        from tabular.models.tabr import TabR, TrainingRowCandidates
+        from tabular.models.tab_transformer import TabTransformer
+        from tabular.models.tabr import TabR
 
         found = [TrainingRowCandidates(self.train_set)] if isinstance(model, TabR) else []
         if self.pretrain_epochs:
@@ -370,3 +372,36 @@ def tabular_csv(path: str, target: str, task: str = "auto", numeric: list[str] |
                    val_fraction=val_fraction, test_fraction=test_fraction, split_seed=split_seed,
                    info={"source": str(path), "license": "the user's data"}, batch_size=batch_size,
                    num_workers=num_workers, seed=seed, cv_fold=cv_fold, refit=refit)
+
+
+# Training callbacks of the tabular families, kept here (with the data that brings them to a trainer) so that the
+# model modules import no Lightning.
+class TrainingRowCandidates(pl.Callback):
+    """Lightning callback that fills a TabR model's candidates with the training rows when fitting starts.
+
+    ``rows``: the training set (``x_num`` (N, F), ``x_cat`` (N, C), ``y`` (N,)), its order being the ``index``
+    that training batches carry."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        model = pl_module.plain_model
+        model.set_candidates(self.rows.x_num, self.rows.x_cat, self.rows.y)
+
+
+class ReplacedTokenPretraining(pl.Callback):
+    """Lightning callback that runs :func:`pretrain` on the rows ``x_cat`` (B, C) when fitting starts, and records
+    the loss per epoch in the data's ``info["pretrain_loss"]`` (the card's data section). A resumed run skips it:
+    its checkpoint already holds the pre-trained weights. The tabular data module brings it to a recipe's
+    trainer when ``data.args.pretrain_epochs`` > 0."""
+
+    def __init__(self, x_cat: torch.Tensor, epochs: int, seed: int = 0):
+        self.x_cat, self.epochs, self.seed = x_cat, epochs, seed
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if trainer.global_step > 0:
+            return
+        model = pl_module.plain_model
+        device = next(model.parameters()).device
+        trainer.datamodule.info["pretrain_loss"] = pretrain(model, self.x_cat.to(device), self.epochs, seed=self.seed)

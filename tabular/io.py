@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
-from hub.data import read_csv_frame
+from hub.datafiles import read_csv_frame
 from hub.errors import DataError
 
 log = logging.getLogger("hub")

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from hub.data import row_numbers
+from hub.datafiles import row_numbers
 from hub.errors import DataError
 from hub.explain import Explanation
 from hub.kinds import (

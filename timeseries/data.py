@@ -89,6 +89,7 @@ from hub.core.weights import read_verified
 from hub.data import HubDataModule, data_dir, dataset_file
 from hub.errors import DataError, DatasetUnavailable
 from timeseries.io import (
+    STEPS_PER_DAY,
     _unit_files,
     read_adjacency_csv,
     read_degradation_csv,
@@ -304,7 +305,6 @@ def cmapss_fd001(window: int = 30, horizon: int = 10, rul_cap: float = 125.0, te
                       num_workers=num_workers, seed=seed)
 
 
-STEPS_PER_DAY = 288  # five-minute steps
 LOS_SPEED_SHA256 = "7b732d86ae32b2930595becba28aff39dacbfb2197e250fc0332e1744ce2cbf4"
 
 

@@ -18,8 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from hub.core.weights import read_verified
-from hub.data import data_dir, read_csv_rows
+from hub.datafiles import data_dir, read_csv_rows
 from hub.errors import DataError, DatasetUnavailable
+
+STEPS_PER_DAY = 288  # five-minute steps of a traffic speed file (METR-LA, PEMS-BAY, Los-loop)
 
 GRAPH_FILES = {  # name -> (folder, file, sha256)
     "los_loop": ("los_loop", "los_adj.csv", "7a6eb41e10677992b5af50f5ab187c6c05c5c3a92cb973950cfddbf857361e76"),

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hub.data import scan_class_folders
+from hub.datafiles import scan_class_folders
 from hub.errors import DataError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -30,6 +30,20 @@ def open_image(path: str | Path, spec: dict[str, Any]):
         raise DataError(f"image file {path} does not exist") from None
     except (UnidentifiedImageError, OSError, ValueError) as err:
         raise DataError(f"cannot read image {path}: not a valid image file ({err})") from None
+
+
+def read_image_bytes(data: bytes, name: str, spec: dict[str, Any]) -> torch.Tensor:
+    """An image file's bytes (an upload named ``name``) as the ``(C, H, W)`` tensor :func:`read_image` gives."""
+    from io import BytesIO
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(BytesIO(data)) as image:
+            image = image.convert("L" if spec["channels"] == 1 else "RGB")
+    except (UnidentifiedImageError, OSError, ValueError) as err:
+        raise DataError(f"cannot read image {name}: not a valid image file ({err})") from None
+    return image_tensor(image, spec)
 
 
 def read_image(path: str | Path, spec: dict[str, Any]) -> torch.Tensor:

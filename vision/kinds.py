@@ -50,7 +50,7 @@ from vision.explain import (
     scene_explanation,
     scene_samples,
 )
-from vision.io import image_tensor, read_image
+from vision.io import image_tensor, read_image, read_image_bytes
 
 # (side, channels) of each family's input where it is not 32 x 32 RGB: vit_digits takes 8 x 8 grey digits,
 # resnet_cbam18 has the ImageNet stem (7 x 7 stride 2 and max pooling) made for 224 x 224.
@@ -101,6 +101,10 @@ class ImageKind(InputKind):
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         return predict_per_file(model, paths, lambda path: read_image(path, card.input_spec), batch_size)
+
+    def read_bytes(self, card, data: bytes, name: str) -> torch.Tensor:
+        """An uploaded image file's bytes -> the ``(C, H, W)`` tensor that :meth:`predict` reads from the file."""
+        return read_image_bytes(data, name, card.input_spec)
 
     def transform(self, card) -> Callable[[Any], torch.Tensor]:
         """An image file, PIL image or uint8 array -> the normalised ``(C, H, W)`` tensor (:func:`image_tensor`)."""

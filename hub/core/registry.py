@@ -8,8 +8,9 @@ Every form of model name (those, run folders, ``hf-hub:`` and ``timm/`` names) i
 
 Domain packages are imported on first use, and only the one that is needed: ``hub/index.json``
 (written by ``python -m hub.core.index``) says which package registers each family and dataset, so
-``hub.load("vit_digits.sklearn")`` imports the vision domain only, and listing reads the index and
-the cards without importing any domain.
+``hub.load("vit_digits.sklearn")`` imports ``vision.models`` only (a domain's ``__init__`` imports nothing; its
+``REGISTERS`` names the modules that register, imported all when more than a family is needed), and listing reads
+the index and the cards without importing any domain.
 """
 from __future__ import annotations
 
@@ -232,14 +233,29 @@ def _read_cards(domain: str) -> None:
         PRETRAINED.register(card.name, card)
 
 
-def _import_package(package: str) -> None:
-    """Import a domain package (or a core module) so that its entries register, then read its cards."""
-    if package in _imported:
+def _import_package(package: str, part: str | None = None) -> None:
+    """Import a domain package's registering modules (its ``REGISTERS``; with ``part``, that one only, e.g.
+    ``models``) or a core module, so that their entries register, then read the domain's cards. A domain package's
+    ``__init__`` imports nothing itself: loading a model imports ``<domain>.models`` and not the training data code."""
+    if package in _imported or f"{package}.{part}" in _imported:
         return
-    _imported.add(package)
-    importlib.import_module(package)
+    _imported.add(package if part is None else f"{package}.{part}")
+    module = importlib.import_module(package)
+    registers = getattr(module, "REGISTERS", ())  # a core module registers by being imported
+    for name in registers if part is None or part not in registers else (part,):
+        importlib.import_module(f"{package}.{name}")
     if package in domain_packages():
         _read_cards(package)
+
+
+def import_family_part(family: str, part: str) -> None:
+    """Import the module ``part`` (``kinds``, ``tasks``, ...) of the domain that registers ``family`` (as the index
+    says; else every domain), e.g. the input kinds of a loaded model without its domain's data modules."""
+    package = read_index()["families"].get(family, {}).get("package")
+    if package is None:
+        import_domains()
+    else:
+        _import_package(package, part)
 
 
 def import_domains(extra: tuple[str, ...] = ()) -> None:
@@ -257,7 +273,7 @@ def _import_family(family: str) -> None:
         return
     package = read_index()["families"].get(family, {}).get("package")
     if package is not None:
-        _import_package(package)
+        _import_package(package, "models")
     if family not in MODELS:
         import_domains()
 

@@ -17,7 +17,7 @@ from typing import IO, Iterable, Iterator
 
 import torch
 
-from hub.data import read_csv_frame
+from hub.datafiles import read_csv_frame
 from hub.errors import HubError
 from hub.kinds import InputForm, kind_of, predict_logits
 from hub.predictor import blend_of, member_name
@@ -131,6 +131,7 @@ def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: 
     keeps a guard, the ``predictor`` that answered the row (:func:`row_predictors`). ``model``: a loaded hub model
     (its ``pretrained_cfg`` says how to read the files)."""
     card = model.pretrained_cfg
+    kind_of(card)  # the kind registered (its domain's kinds module) before the OOD scorer looks it up
     files = list(files)
     mix = predictor_mix(card, files)
     scorer = PredictionScorer.for_model(model)
@@ -178,6 +179,7 @@ def table_predictions(model, path: str, batch_size: int = 256, interval_level: f
     (:mod:`hub.predictor`): the model's, its input kind's classical baseline's, or their blend; the OOD columns score
     the model's."""
     card = model.pretrained_cfg
+    kind_of(card)  # the kind registered (its domain's kinds module) before the OOD scorer looks it up
     regression = bool(card.output_names)  # a regression names its target; a classifier its classes
     classes = list(card.label_names)
     header = ["row", "prediction", *(f"proba_{c}" for c in classes)]

@@ -51,7 +51,6 @@ import torch.nn.functional as F
 
 from hub.errors import HubError
 from hub.kinds import registered_kind
-from hub.tasks import ClassificationTask
 from hub.uncertainty.calibration import calibration_error, choose_temperature, model_outputs
 
 LEVELS = (0.8, 0.9, 0.95)  # the interval levels kept in a card; predict takes one of them
@@ -193,6 +192,8 @@ def fit(model: torch.nn.Module, datamodule, task, device: str | torch.device = "
     (:func:`fit_intervals`), ``{"conformal": {"skipped": why}}`` for named outputs without a target in their
     units (a survival risk), else nothing. ``held_out``: ``(outputs (N, K), targets (N, K), described)`` to fit a
     regression's intervals on instead of the model's validation split (:mod:`hub.uncertainty.cross_conformal`)."""
+    from hub.tasks import ClassificationTask
+
     classifier = isinstance(task, ClassificationTask)
     if not classifier and not datamodule.output_names:
         return {}

@@ -28,7 +28,6 @@ torch.Size([4, 2])
 """
 from __future__ import annotations
 
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -169,7 +168,8 @@ def pretrain(model: TabTransformer, x_cat: torch.Tensor, epochs: int = 10, batch
              replace_prob: float = 0.3, seed: int = 0) -> list[float]:
     """Pre-train ``model``'s embeddings and Transformer on unlabelled categorical rows (B, C) by replaced token
     detection; returns the mean loss per epoch. Then fine-tune as usual; in a recipe,
-    :class:`ReplacedTokenPretraining` calls this before the first epoch when ``data.args.pretrain_epochs`` > 0."""
+    :class:`tabular.data.ReplacedTokenPretraining` calls this before the first epoch when
+    ``data.args.pretrain_epochs`` > 0."""
     generator = torch.Generator().manual_seed(seed)
     objective = ReplacedTokenDetection(model, replace_prob).to(x_cat.device).train()
     optimizer = torch.optim.AdamW(objective.parameters(), lr=lr)
@@ -184,23 +184,6 @@ def pretrain(model: TabTransformer, x_cat: torch.Tensor, epochs: int = 10, batch
             losses.append(loss.item())
         history.append(sum(losses) / len(losses))
     return history
-
-
-class ReplacedTokenPretraining(pl.Callback):
-    """Lightning callback that runs :func:`pretrain` on the rows ``x_cat`` (B, C) when fitting starts, and records
-    the loss per epoch in the data's ``info["pretrain_loss"]`` (the card's data section). A resumed run skips it:
-    its checkpoint already holds the pre-trained weights. The tabular data module brings it to a recipe's
-    trainer when ``data.args.pretrain_epochs`` > 0."""
-
-    def __init__(self, x_cat: torch.Tensor, epochs: int, seed: int = 0):
-        self.x_cat, self.epochs, self.seed = x_cat, epochs, seed
-
-    def on_fit_start(self, trainer, pl_module) -> None:
-        if trainer.global_step > 0:
-            return
-        model = pl_module.plain_model
-        device = next(model.parameters()).device
-        trainer.datamodule.info["pretrain_loss"] = pretrain(model, self.x_cat.to(device), self.epochs, seed=self.seed)
 
 
 @register_model(task="tabular")

@@ -10,7 +10,7 @@ whose keys are nearest (similarity ``-||k - k_i||^2``) are retrieved and attende
 
 Candidates: the training rows' preprocessed features and labels, kept as buffers (so they ship inside the
 safetensors file and a loaded model predicts with no access to the data) and filled by ``set_candidates``
-(in a recipe, by the :class:`TrainingRowCandidates` callback that the tabular data hands to the trainer).
+(in a recipe, by the :class:`tabular.data.TrainingRowCandidates` callback that the tabular data hands to the trainer).
 In training, all candidate keys are recomputed at every step with the current encoder (without gradient),
 the row itself is excluded (its ``index``), and the keys of the selected neighbours are computed again with
 gradient (the paper's memory-efficient variant). In evaluation the candidate keys are computed once and cached
@@ -28,7 +28,6 @@ torch.Size([5, 2])
 """
 from __future__ import annotations
 
-import pytorch_lightning as pl
 import torch
 from torch import nn
 
@@ -177,20 +176,6 @@ class TabR(nn.Module):
                 index: torch.Tensor | None = None) -> torch.Tensor:
         """``index``: the rows' positions among the candidates (training rows), excluded from their own context."""
         return self.forward_head(self.forward_features(x_num, x_cat, index))
-
-
-class TrainingRowCandidates(pl.Callback):
-    """Lightning callback that fills a TabR model's candidates with the training rows when fitting starts.
-
-    ``rows``: the training set (``x_num`` (N, F), ``x_cat`` (N, C), ``y`` (N,)), its order being the ``index``
-    that training batches carry."""
-
-    def __init__(self, rows):
-        self.rows = rows
-
-    def on_fit_start(self, trainer, pl_module) -> None:
-        model = pl_module.plain_model
-        model.set_candidates(self.rows.x_num, self.rows.x_cat, self.rows.y)
 
 
 @register_model(task="tabular")

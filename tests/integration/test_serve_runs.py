@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from hub.cli import main
+from hub.deploy.serve import typed_row
 
 httpx = pytest.importorskip("httpx")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,9 +93,11 @@ def _assert_as_predicted(predictions: list[dict], paths, expected: dict) -> None
     for answer in predictions:
         row = expected[answer["file"]]
         assert list(answer) == list(row)
-        for column, cell in answer.items():
-            if column.startswith("prob_"):
-                assert abs(float(cell) - float(row[column])) <= PROB_TOLERANCE, (answer, row)
+        for column, cell in answer.items():  # typed JSON: numbers, a boolean, text
+            if column.startswith("prob_") or column == "ood_score":
+                assert isinstance(cell, float) and abs(cell - float(row[column])) <= PROB_TOLERANCE, (answer, row)
+            elif column == "ood":
+                assert isinstance(cell, bool) and str(cell) == row[column], (answer, row)
             elif column != "file":
                 assert cell == row[column], (answer, row)
 
@@ -170,11 +173,14 @@ def test_table_model_answers_json_rows_as_predict(tmp_path):
     with _served("mlp.adult", tmp_path / "server.log") as url, httpx.Client(timeout=60) as client:
         response = client.post(f"{url}/predict", json={"rows": rows})
         assert response.status_code == 200, response.text
-        assert response.json()["predictions"] == expected  # one request's rows: one model call, as predict's
+        typed = [typed_row(row, classifier=True) for row in expected]
+        assert response.json()["predictions"] == typed  # one request's rows: one model call, as predict's
         bad = client.post(f"{url}/predict", json={"rows": [{"age": 39}]})
         assert bad.status_code == 422 and "missing" in bad.json()["detail"]
-        files = client.post(f"{url}/predict", files=[("files", ("rows.csv", b"age\n39\n", "text/csv"))])
-        assert files.status_code == 400 and "JSON body" in files.json()["detail"]
+        csv_upload = client.post(f"{url}/predict", files=[("files", ("rows.csv", (tmp_path / "rows.csv").read_bytes(),
+                                                                     "text/csv"))])
+        assert csv_upload.status_code == 200, csv_upload.text
+        assert csv_upload.json()["predictions"] == typed  # the page uploads a table model's CSV file
 
 
 def test_a_failing_batch_is_answered_request_by_request(digit_pngs, tmp_path):
@@ -188,10 +194,50 @@ def test_a_failing_batch_is_answered_request_by_request(digit_pngs, tmp_path):
     jobs = [Job(path.parent, [path], {str(path): path.name}, 1, 3) for path in (paths[0], broken, paths[1])]
     first, failed, last = predictor.answers(jobs)
     assert isinstance(failed, DataError) and "broken.png" in jobs[1].client_text(str(failed))
-    _assert_as_predicted(first, paths[:1], expected)
-    _assert_as_predicted(last, paths[1:2], expected)
+    _assert_as_predicted([typed_row(row, classifier=True) for row in first], paths[:1], expected)
+    _assert_as_predicted([typed_row(row, classifier=True) for row in last], paths[1:2], expected)
 
 
 def test_serve_refuses_a_model_without_a_card(capsys):
     assert main(["serve", "vit_digits", "--port", "1"]) == 2
     assert "takes a pretrained tag (family.tag) or a run folder" in capsys.readouterr().err
+
+
+def test_the_page_in_a_headless_browser(digits_server, digit_pngs, tmp_path):
+    """Debian's chromium, driven by Selenium (its WebDriver client, over the system chromedriver): load the page,
+    upload a digit, read the rendered top-k and OOD line, and keep a screenshot."""
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install '.[test]')")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    paths, expected = digit_pngs
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1000,900"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    try:
+        browser.get(digits_server + "/")
+        WebDriverWait(browser, 60).until(lambda b: "vit_digits.sklearn" in b.find_element(By.ID, "title").text)
+        assert "calibrated" in browser.find_element(By.ID, "card").text
+        browser.find_element(By.ID, "files").send_keys(str(paths[0]))
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "status").text.startswith("done"))
+        WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "img.explained"))
+        labels = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".prediction .label")]
+        probs = [float(e.text) for e in browser.find_elements(By.CSS_SELECTOR, ".prediction .prob")]
+        row = expected[paths[0].name]
+        assert labels[0] == row["class_1"] and abs(probs[0] - float(row["prob_1"])) < 1e-3
+        assert probs == sorted(probs, reverse=True) and len(labels) == 5
+        ood_line = browser.find_element(By.CSS_SELECTOR, ".prediction .ood, .prediction .ok").text
+        assert "OOD score" in ood_line
+        browser.save_screenshot(str(tmp_path / "page.png"))
+        assert (tmp_path / "page.png").stat().st_size > 1000
+    finally:
+        browser.quit()
