@@ -29,6 +29,10 @@ def _finetune_help(capsys) -> str:
     return " ".join(capsys.readouterr().out.split())  # argparse's line breaks undone
 
 
+class _WorkerEnded(Exception):
+    pass
+
+
 def test_finetune_lists_every_kinds_options_and_passes_them_on(monkeypatch, capsys):
     shown = _finetune_help(capsys)
     for option in kind_options():
@@ -37,8 +41,14 @@ def test_finetune_lists_every_kinds_options_and_passes_them_on(monkeypatch, caps
 
     called = {}
     monkeypatch.setattr(hub.finetune, "finetune", lambda *args, **kwargs: called.update(kwargs) or (None, None))
-    monkeypatch.setattr("hub.run.train.is_ddp_worker", lambda: True)  # returns once finetune has run
-    assert main(["finetune", "deepsurv_mlp", "--data", "t.csv", "--genes", "a, b", "--time", "week"]) == 0
+    monkeypatch.setattr("hub.run.train.is_ddp_worker", lambda: True)  # a worker ends once finetune has run...
+
+    def end_worker():  # ...by os._exit, which would end pytest itself: raised instead
+        raise _WorkerEnded
+
+    monkeypatch.setattr("hub.cli._end_worker", end_worker)
+    with pytest.raises(_WorkerEnded):
+        main(["finetune", "deepsurv_mlp", "--data", "t.csv", "--genes", "a, b", "--time", "week"])
     assert called["genes"] == ["a", "b"] and called["time"] == "week" and called["target"] is None
     with pytest.raises(SystemExit):
         main(["finetune", "mlp", "--data", "t.csv", "--task", "ordinal"])  # not one of the kind's choices
