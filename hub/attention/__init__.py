@@ -10,6 +10,7 @@ from hub.attention.attention_pool import AttentionPool
 from hub.attention.cbam import CBAM, ChannelAttention, SpatialAttention, insert_cbam
 from hub.attention.cross_attention import CrossAttention, DualCrossAttention, masked_mean
 from hub.attention.functional import MultiHeadAttention, attention
+from hub.attention.memory_tokens import MemoryTokens
 from hub.attention.set_transformer import ISAB, MAB, PMA, SAB, SetTransformer
 from hub.attention.slot_attention import SlotAttention
 
@@ -18,6 +19,7 @@ __all__ = [
     "CBAM", "ChannelAttention", "SpatialAttention", "insert_cbam",
     "CrossAttention", "DualCrossAttention", "masked_mean",
     "MultiHeadAttention", "attention",
+    "MemoryTokens",
     "MAB", "SAB", "ISAB", "PMA", "SetTransformer",
     "SlotAttention",
 ]
