@@ -499,7 +499,7 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
         return {"models": [{
             "name": name, "kind": predictor.kind, "sha256": card.sha256, "form": predictor.form.name.lower(),
             "calibrated": "temperature" in card.calibration, "ood": predictor.scorer is not None,
-            "explain": predictor.kind in kinds_supporting("explain"), "headline": card.headline_metric(),
+            "explain": predictor.kind in kinds_supporting("explanation"), "headline": card.headline_metric(),
             "card": card.to_dict()}]}
 
     @app.post("/predict", response_model=response_model, response_model_exclude_none=True,

@@ -79,6 +79,7 @@ def test_the_page_and_models(client, model):
     held = client.get("/models").json()["models"]
     assert [m["name"] for m in held] == [NAME]
     assert held[0]["kind"] == "image" and held[0]["card"]["sha256"] == model.pretrained_cfg.sha256
+    assert held[0]["explain"] is True  # the page asks /explain only where the kind explains
     assert "card_dir" not in held[0]["card"]  # no machine path
 
 
