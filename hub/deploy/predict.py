@@ -142,12 +142,13 @@ def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: 
                 flagged = None if ood is None else [cell[-1] == "True" for cell in ood]
                 values = mix(predicted_values(logits, card), flagged)
                 header, cells = value_cells(values, card, top_k, interval_level)
-                per_input = len(cells) // max(len(values), 1)  # a traffic window gives a row per sensor
-                if ood is not None:
+                if ood is not None:  # one per model input; a traffic window gives a row per sensor
+                    per_input = len(cells) // max(len(ood), 1)
                     header, cells = [*header, *OOD_HEADER], [[*c, *ood[i // per_input]] for i, c in enumerate(cells)]
                 answered = row_predictors(card, flagged, len(values))
                 if answered is not None:
-                    header, cells = [*header, "predictor"], [[*c, answered[i // per_input]] for i, c in
+                    per_value = len(cells) // max(len(values), 1)
+                    header, cells = [*header, "predictor"], [[*c, answered[i // per_value]] for i, c in
                                                              enumerate(cells)]
                 yield ["file", *header], [[name, *row] for name, row in zip(names, cells)]
     finally:
