@@ -209,9 +209,9 @@ def save_overlay(image: torch.Tensor, heatmap: torch.Tensor | np.ndarray, path: 
     save_figure(fig, path, dpi=100, bbox_inches="tight")
 
 
-def image_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
+def image_samples(card, inputs: list[str], prefix: str = "test") -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
     """``(name, {"x": (1, C, H, W)})`` of each image file; without files, the first four images of the card's test
-    split (``testI``)."""
+    split, named ``{prefix}I``."""
     if inputs:
         for file in inputs:
             yield Path(file).stem, {"x": read_image(file, card.input_spec)[None]}
@@ -220,20 +220,12 @@ def image_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torc
 
     test_set = card_data(card).test_set
     for i in range(min(4, len(test_set))):
-        yield f"test{i}", {"x": test_set[i][0][None]}
+        yield f"{prefix}{i}", {"x": test_set[i][0][None]}
 
 
 def scene_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:
-    """``(name, {"x": (1, C, H, W)})`` of each image file; without files, the first four test scenes of the card."""
-    if inputs:
-        for file in inputs:
-            yield Path(file).stem, {"x": read_image(file, card.input_spec)[None]}
-        return
-    from hub.run.evaluate import card_data
-
-    test_set = card_data(card).test_set
-    for i in range(min(4, len(test_set))):
-        yield f"scene{i}", {"x": test_set[i][0][None]}
+    """:func:`image_samples` of a slot autoencoder's card: without files, its first four test scenes (``sceneI``)."""
+    return image_samples(card, inputs, prefix="scene")
 
 
 def scene_explanation(model: torch.nn.Module, x: torch.Tensor) -> Explanation:
