@@ -163,12 +163,12 @@ def _open_out(path: str | None):
 
 
 def cmd_predict(args) -> int:
-    from hub.deploy.predict import check_table_input, table_predictions, write_csv
+    from hub.deploy.predict import check_table_input, for_inference, table_predictions, write_csv
     from hub.models import load
 
     if bool(args.files) == bool(args.data):
         raise HubError("give input FILES, or --data TABLE.csv for a tabular model (not both)")
-    model = load(args.name)
+    model = for_inference(load(args.name))
     if not args.data:
         _print_file_predictions(model, args)
         return 0

@@ -47,19 +47,30 @@ from vision.models.residual_attention import AttentionModule
 IG_METHOD = "Integrated Gradients (Captum)"
 
 
-def _captured(model: torch.nn.Module, kind: type, hook, x: torch.Tensor) -> list[torch.Tensor]:
-    """Run ``model.forward_features(x)`` with ``hook(module, args) -> (B, 1, h, w)`` on every ``kind`` module; the
-    maps it returned, in the order of the modules."""
+def _captured(model: torch.nn.Module, kind: type, hook, x: torch.Tensor, head: bool = False) -> list[torch.Tensor]:
+    """Run ``model.forward_features(x)`` (and with ``head`` its ``forward_head``: no test-time augmentation) with
+    ``hook(module, args) -> (B, 1, h, w)`` on every ``kind`` module; the maps it returned, in the order of the
+    modules."""
     found: list[torch.Tensor] = []
     handles = [m.register_forward_hook(lambda m, args, out: found.append(hook(m, args)))
                for m in model.modules() if isinstance(m, kind)]
     try:
         with torch.no_grad():
-            model.forward_features(x)
+            features = model.forward_features(x)
+            if head:
+                model.forward_head(features)
     finally:
         for handle in handles:
             handle.remove()
     return found
+
+
+def _pool_weights(module: AttentionPool, args) -> torch.Tensor:
+    """The class token's attention on each position of the map an attention pool reads, mean over heads.
+    Shapes: features (B, C, h, w) -> (B, 1, h, w)."""
+    features = args[0]
+    _, weights = module.forward(features, need_weights=True)  # (B, heads, 1, 1 + h * w); .forward: no hook again
+    return weights.mean(1)[:, :, 1:].reshape(len(features), 1, *features.shape[-2:])
 
 
 def _coat_weights(module: FactorAttnConvRelPosEnc, args) -> torch.Tensor:
@@ -150,16 +161,15 @@ def attention_map(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor
     elif isinstance(model, CoaT):
         found = _captured(model, FactorAttnConvRelPosEnc, _coat_weights, x)
         method = f"CoaT factorised attention of the class token, mean of {len(found)} blocks"
+    elif any(isinstance(m, AttentionPool) for m in model.modules()):  # what the classifier reads, over CBAM's
+        found = _captured(model, AttentionPool, _pool_weights, x, head=True)
+        method = "learned aggregation: the class token's attention over the last map (what the classifier reads)"
     elif any(isinstance(m, CBAM) for m in model.modules()):
         found = _cbam_maps(model, x)[-1:]
         method = "CBAM spatial attention of the last block (the earlier blocks' follow the input's edges)"
     elif any(isinstance(m, HaloAttn) for m in model.modules()):
         found = _captured(model, HaloAttn, _halo_received, x)
         method = f"halo attention received per pixel, mean of {len(found)} layers"
-    elif any(isinstance(m, AttentionPool) for m in model.modules()):
-        with torch.no_grad():
-            found = [model.attention_maps(x)["pool"]]
-        method = "learned aggregation: the class token's attention over the last map (what the classifier reads)"
     elif any(isinstance(m, AttentionModule) and m.mask is not None for m in model.modules()):
         with torch.no_grad():
             found = list(model.attention_maps(x).values())[-1:]

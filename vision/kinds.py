@@ -42,14 +42,6 @@ from hub.recipe import (
 )
 from hub.uncertainty.ood import image_summary
 from vision.baselines import pixel_baseline_on_run_split, pixel_probabilities
-from vision.explain import (
-    image_explanation,
-    image_samples,
-    save_overlay,
-    save_slot_figure,
-    scene_explanation,
-    scene_samples,
-)
 from vision.io import image_tensor, read_image, read_image_bytes
 
 # (side, channels) of each family's input where it is not 32 x 32 RGB: vit_digits takes 8 x 8 grey digits,
@@ -113,13 +105,19 @@ class ImageKind(InputKind):
 
     def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
         """The family's attention over the image, or Integrated Gradients (:func:`vision.explain.image_explanation`)."""
+        from vision.explain import image_explanation  # imports timm: only when asked (cold start, issue 69)
+
         return image_explanation(model, inputs["x"], target)
 
     def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         """Image files, or without them the first four images of the card's test split."""
+        from vision.explain import image_samples
+
         return image_samples(card, inputs)
 
     def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path, title: str) -> None:
+        from vision.explain import save_overlay
+
         save_overlay(inputs["x"][0], explanation.values, path, title)
 
     def baseline(self, run_dir) -> BaselineResult | None:
@@ -166,13 +164,19 @@ class SceneKind(InputKind):
 
     def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
         """The slots' masks (:func:`vision.explain.scene_explanation`); a slot autoencoder has no classes."""
+        from vision.explain import scene_explanation
+
         return scene_explanation(model, inputs["x"])
 
     def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
         """Image files, or without them the first four test scenes of the card."""
+        from vision.explain import scene_samples
+
         return scene_samples(card, inputs)
 
     def draw_explanation(self, card, inputs: dict[str, Any], explanation: Explanation, path: Path, title: str) -> None:
+        from vision.explain import save_slot_figure
+
         save_slot_figure(inputs["x"][0], explanation.extra, path, title)
 
     def default_recipe(self, family: str, path: str) -> Recipe:

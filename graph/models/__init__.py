@@ -1,2 +1,5 @@
-"""The graph model families, one per module (importing registers them)."""
-from graph.models import gat, gat_pma  # noqa: F401  (registers the families)
+"""The graph model families, one per module.
+
+Importing this package imports none of them: :mod:`hub.core.registry` imports the one module a family needs (as
+``hub/index.json`` says), or every module of the package when all are needed.
+"""

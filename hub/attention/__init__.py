@@ -6,7 +6,7 @@ first and explicit widths after, has ``reset_parameters()`` and ``extra_repr``. 
 (:class:`MultiHeadAttention`, :class:`CrossAttention`) return ``(out, weights or None)``; blocks
 return their output, or ``(output, weights)`` with ``need_weights=True``.
 """
-from hub.attention.attention_pool import AttentionPool
+from hub.attention.attention_pool import GLOBAL_POOLS, AttentionPool
 from hub.attention.cbam import CBAM, ChannelAttention, SpatialAttention, insert_cbam
 from hub.attention.cross_attention import CrossAttention, DualCrossAttention, masked_mean
 from hub.attention.functional import MultiHeadAttention, attention
@@ -15,7 +15,7 @@ from hub.attention.set_transformer import ISAB, MAB, PMA, SAB, SetTransformer
 from hub.attention.slot_attention import SlotAttention
 
 __all__ = [
-    "AttentionPool",
+    "AttentionPool", "GLOBAL_POOLS",
     "CBAM", "ChannelAttention", "SpatialAttention", "insert_cbam",
     "CrossAttention", "DualCrossAttention", "masked_mean",
     "MultiHeadAttention", "attention",

@@ -23,6 +23,9 @@ from torch import nn
 
 from hub.attention.cross_attention import CrossAttention
 
+# ``global_pool`` of the hub's CNN families (as timm names it): their average (airbench: max) pool, or this layer
+GLOBAL_POOLS = ("avg", "attention")
+
 
 class AttentionPool(nn.Module):
     """A learned class token that attends to ``[itself, tokens]``, then a residual MLP and a LayerNorm.

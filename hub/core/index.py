@@ -48,7 +48,8 @@ def family_record(entry) -> dict[str, Any]:
     """The index record of a :class:`hub.core.registry.ModelEntry` (builds the model on the meta device)."""
     from hub.core.registry import package_of
 
-    return {"package": package_of(entry.builder.__module__), "domain": entry.domain, "task": entry.task,
+    return {"package": package_of(entry.builder.__module__), "module": entry.builder.__module__,
+            "domain": entry.domain, "task": entry.task,
             "description": entry.description, "arguments": entry.arg_names(),
             "params": _count_params(entry.builder)}
 

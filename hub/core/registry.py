@@ -22,6 +22,7 @@ import importlib.util
 import inspect
 import json
 import os
+import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Generic, Iterator, TypeVar
@@ -243,9 +244,17 @@ def _import_package(package: str, part: str | None = None) -> None:
     module = importlib.import_module(package)
     registers = getattr(module, "REGISTERS", ())  # a core module registers by being imported
     for name in registers if part is None or part not in registers else (part,):
-        importlib.import_module(f"{package}.{name}")
+        _import_with_submodules(f"{package}.{name}")
     if package in domain_packages():
         _read_cards(package)
+
+
+def _import_with_submodules(name: str) -> None:
+    """Import module ``name`` and, when it is a package (a domain's ``models``), every module in it: such a package
+    imports none of its modules itself, so that one family can be imported alone (:func:`_import_family`)."""
+    module = importlib.import_module(name)
+    for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+        importlib.import_module(f"{name}.{info.name}")
 
 
 def import_family_part(family: str, part: str) -> None:
@@ -271,9 +280,13 @@ def _import_family(family: str) -> None:
     """Make ``family`` registered: import the package the index names for it, else every package."""
     if family in MODELS:
         return
-    package = read_index()["families"].get(family, {}).get("package")
-    if package is not None:
-        _import_package(package, "models")
+    record = read_index()["families"].get(family, {})
+    if "module" in record:  # its own module only: loading airbench_cbam_32 does not import timm for the ViTs
+        importlib.import_module(record["module"])
+        if record["package"] in domain_packages():
+            _read_cards(record["package"])
+    elif "package" in record:
+        _import_package(record["package"], "models")
     if family not in MODELS:
         import_domains()
 

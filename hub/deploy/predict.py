@@ -28,6 +28,17 @@ from hub.uncertainty.ood import PredictionScorer
 Batch = tuple[list[str], list[list]]  # the CSV header and a batch's rows
 
 
+def for_inference(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` in eval mode, its 2-d convolutions' weights in channels-last layout (oneDNN's fast path on CPU:
+    airbench_cbam_32 takes 1.4x less CPU per image at batch 1 and 64, the same logits to rounding). Only where
+    predictions are made: safetensors saves contiguous tensors only, so a model that may be trained and saved keeps
+    the default layout."""
+    model.eval()
+    if any(isinstance(module, torch.nn.Conv2d) for module in model.modules()):
+        model.to(memory_format=torch.channels_last)
+    return model
+
+
 def output_header(card, count: int) -> list[str]:
     """Names of a regression or forecast model's ``count`` outputs: the card's ``output_names`` (``rul``,
     ``speed_5min``, ``risk``, a table's target, ...), or ``output_<i>`` for a card that has none."""

@@ -65,6 +65,7 @@ import torch
 
 from hub.deploy.predict import (
     file_predictions,
+    for_inference,
     predicted_values,
     predictor_mix,
     row_predictors,
@@ -371,7 +372,7 @@ def load_served(name: str):
     if not ref.has_card:
         raise HubError(f"attnhub serve takes a pretrained tag (family.tag) or a run folder (or hf-hub:OWNER/REPO), "
                        f"got {name!r}: an untrained family has no card to say what input it takes")
-    model = load(ref).eval()
+    model = for_inference(load(ref))
     kind = kind_of(model.pretrained_cfg)
     if kind.name not in kinds_supporting("predict"):
         raise HubError(f"{name} takes inputs of kind {kind.name!r}, which has no reader for predictions "

@@ -1,2 +1,5 @@
-"""The tabular model families, one per module, and their shared layers (``layers``); importing registers them."""
-from tabular.models import mlp, tab_transformer, tabm, tabr  # noqa: F401  (registers the families)
+"""The tabular model families, one per module, and their shared layers (``layers``).
+
+Importing this package imports none of them: :mod:`hub.core.registry` imports the one module a family needs (as
+``hub/index.json`` says), or every module of the package when all are needed.
+"""

@@ -208,3 +208,27 @@ def test_explain_sends_the_map_and_its_fields_when_explain_writes_them(client, m
     figure = client.post("/explain", files=[("files", ("a.png", _png(), "image/png"))]).json()["figures"][0]
     assert figure["map"] == [[1.0, 0.0], [0.0, 1.0]]
     assert figure["meta"] == {"method": "rollout", "class": "3", "probability": 0.9}
+
+
+def test_for_inference_lays_convolutions_out_channels_last_with_the_same_outputs():
+    """Predict and serve run a convolutional model with channels-last weights (faster on CPU): the logits stay
+    those of the default layout to rounding; a model without 2-d convolutions is left as it is."""
+    import copy
+
+    import torch
+
+    import hub
+    from hub.deploy.predict import for_inference
+
+    torch.manual_seed(0)
+    model = hub.create_model("airbench_cbam_micro_32", num_classes=3).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.inference_mode():
+        expected = model(x)
+        laid_out = for_inference(copy.deepcopy(model).train())
+        convs = [m for m in laid_out.modules() if isinstance(m, torch.nn.Conv2d)]
+        assert all(c.weight.is_contiguous(memory_format=torch.channels_last) for c in convs if c.kernel_size != (1, 1))
+        assert not laid_out.training
+        assert torch.allclose(laid_out(x), expected, atol=1e-5)
+    linear = torch.nn.Sequential(torch.nn.Linear(4, 2)).train()
+    assert for_inference(linear) is linear and not linear.training

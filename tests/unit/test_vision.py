@@ -54,6 +54,11 @@ def test_airbench_whitening_from_data_and_test_time_augmentation():
     x = torch.randn(2, 3, 32, 32)
     logits = model.forward_head(model.forward_features(x)), model.forward_head(model.forward_features(x.flip(-1)))
     assert torch.allclose(model(x), 0.5 * (logits[0] + logits[1]), atol=1e-5)
+    model.tta = "flip_translate"  # airbench's level 2: half the mirrored pair, a quarter each one-pixel shift's pair
+    padded = torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect")
+    pairs = [0.5 * (model.forward_head(model.forward_features(v)) + model.forward_head(model.forward_features(
+        v.flip(-1)))) for v in (x, padded[..., :32, :32], padded[..., 2:, 2:])]
+    assert torch.allclose(model(x), 0.5 * pairs[0] + 0.25 * (pairs[1] + pairs[2]), atol=1e-5)
     with pytest.raises(DataError, match="tta must be one of"):
         hub.create_model("airbench_cbam_micro_32", tta="many")
 
@@ -89,14 +94,15 @@ def test_halonet_input_size_error_says_what_it_needs():
 def test_cbam_and_attention_pool_maps():
     from vision.models.resnet_cbam import attention_maps
 
-    model = hub.create_model("resnet_cbam_micro_32", attention_pool=True).eval()
+    model = hub.create_model("resnet_cbam_micro_32", global_pool="attention").eval()
     maps = attention_maps(model, torch.randn(2, 3, 32, 32))
     assert set(maps) == {"layer1.0", "layer2.0", "layer3.0", "layer4.0", "pool"}
     for key, value in maps.items():
         assert value.min() >= 0 and value.max() <= 1, key
-    torch.testing.assert_close(maps["pool"].flatten(1).sum(-1), torch.ones(2))
+    total = maps["pool"].flatten(1).sum(-1)  # the positions' share; the rest is the class token's own
+    assert ((total > 0) & (total <= 1 + 1e-6)).all()
     model.reset_classifier(4)
-    assert type(model.global_pool).__name__ == "AttentionPool2d"
+    assert type(model.global_pool).__name__ == "AttentionPool"
 
 
 def test_vit_rollout_and_explain_cli(tmp_path, capsys):
@@ -262,3 +268,28 @@ def test_seeded_vision_families_explain_with_their_own_attention(name, args, met
     found = image_explanation(hub.create_model(name, **args), torch.randn(1, 3, 32, 32))
     assert found.method.startswith(method) and found.values.shape == (32, 32)
     assert np.isfinite(found.values).all() and found.values.std() > 0
+
+
+@pytest.mark.parametrize("family", ["airbench_cbam_micro_32", "airbench_halo_micro_32", "resnet_cbam_micro_32",
+                                    "halonet_micro_32"])
+def test_cnn_families_offer_the_attention_pool_head(family):
+    """``global_pool="attention"`` puts PatchConvNet's learned aggregation in place of the family's pool: the logits
+    and gradients go through it, a new classifier keeps it, and explain draws its class token's attention."""
+    from hub.attention import AttentionPool
+    from vision.explain import attention_map
+
+    torch.manual_seed(0)
+    model = hub.create_model(family, num_classes=3, global_pool="attention")
+    pools = [m for m in model.modules() if isinstance(m, AttentionPool)]
+    assert len(pools) == 1
+    x = torch.randn(2, 3, 32, 32)
+    model(x).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in pools[0].parameters())
+    model.reset_classifier(5)
+    assert [m for m in model.modules() if isinstance(m, AttentionPool)] == pools
+    model.eval()
+    assert model(x).shape == (2, 5)
+    maps, method = attention_map(model, x)
+    assert maps.shape == (2, 32, 32) and method.startswith("learned aggregation")
+    with pytest.raises(DataError, match="global_pool must be"):
+        hub.create_model(family, global_pool="gem")

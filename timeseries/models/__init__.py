@@ -1,2 +1,5 @@
-"""The time-series model families, one per module (importing registers them)."""
-from timeseries.models import attention_gru, degradation_gru, rul_attention, testam, traffic_gru  # noqa: F401  (registers the families)
+"""The time-series model families, one per module.
+
+Importing this package imports none of them: :mod:`hub.core.registry` imports the one module a family needs (as
+``hub/index.json`` says), or every module of the package when all are needed.
+"""

@@ -1,13 +1,5 @@
-"""The vision model families, one per module (importing registers them)."""
-from vision.models import (  # noqa: F401  (registers the families)
-    airbench_cbam,
-    airbench_halo,
-    cct,
-    coat,
-    halonet,
-    patchconvnet,
-    residual_attention,
-    resnet_cbam,
-    slot_autoencoder,
-    vit,
-)
+"""The vision model families, one per module.
+
+Importing this package imports none of them: :mod:`hub.core.registry` imports the one module a family needs (as
+``hub/index.json`` says), or every module of the package when all are needed.
+"""

@@ -50,13 +50,16 @@ class AirbenchCBAM(AirbenchNet):
         widths: output channels of the three blocks.
         reduction: CBAM's channel-MLP reduction ratio.
         logit_scale: the logits' factor (airbench: 1/9).
-        tta: test-time augmentation in eval mode (:class:`~vision.models.airbench.AirbenchNet`).
+        tta, global_pool: test-time augmentation in eval mode, and the pool (``max`` or ``attention``)
+            (:class:`~vision.models.airbench.AirbenchNet`).
     """
 
     def __init__(self, num_classes: int = 10, in_chans: int = 3, widths: tuple[int, int, int] = (64, 256, 256),
                  reduction: int = 16, logit_scale: float = 1 / 9,
-                 tta: Literal["none", "flip", "flip_translate"] = "flip_translate"):
-        super().__init__(partial(ConvGroup, reduction=reduction), num_classes, in_chans, widths, logit_scale, tta)
+                 tta: Literal["none", "flip", "flip_translate"] = "flip_translate",
+                 global_pool: Literal["max", "attention"] = "max"):
+        super().__init__(partial(ConvGroup, reduction=reduction), num_classes, in_chans, widths, logit_scale, tta,
+                         global_pool)
 
     def attention_maps(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Each block's CBAM spatial map. Shapes: x (B, C, H, W) -> {"blocks.0": (B, 1, h0, w0), ...}."""
@@ -74,14 +77,14 @@ class AirbenchCBAM(AirbenchNet):
 
 @register_model(task="image-classification", classifier="head")
 def airbench_cbam_32(num_classes: int = 10, in_chans: int = 3, reduction: int = 16,
-                     tta: str = "flip_translate") -> AirbenchCBAM:
+                     tta: str = "flip_translate", global_pool: str = "max") -> AirbenchCBAM:
     """airbench94's widths (64/256/256) with CBAM, for 32x32 images: trains on 2 CPU cores (recipe
     ``recipes/vision/airbench_cbam_cifar10.yaml``)."""
-    return AirbenchCBAM(num_classes, in_chans, (64, 256, 256), reduction, tta=tta)
+    return AirbenchCBAM(num_classes, in_chans, (64, 256, 256), reduction, tta=tta, global_pool=global_pool)
 
 
 @register_model(task="image-classification", classifier="head")
 def airbench_cbam_micro_32(num_classes: int = 10, in_chans: int = 3, reduction: int = 8,
-                           tta: str = "flip_translate") -> AirbenchCBAM:
+                           tta: str = "flip_translate", global_pool: str = "max") -> AirbenchCBAM:
     """A quarter of the width (16/64/64), for tests and quick runs."""
-    return AirbenchCBAM(num_classes, in_chans, (16, 64, 64), reduction, tta=tta)
+    return AirbenchCBAM(num_classes, in_chans, (16, 64, 64), reduction, tta=tta, global_pool=global_pool)

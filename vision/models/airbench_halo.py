@@ -76,25 +76,30 @@ class AirbenchHalo(AirbenchNet):
         head_dim: channels per attention head.
         block_size, halo_size: the attention's blocks and their halo, in pixels.
         logit_scale: the logits' factor (airbench: 1/9).
-        tta: test-time augmentation in eval mode (:class:`~vision.models.airbench.AirbenchNet`).
+        tta, global_pool: test-time augmentation in eval mode, and the pool (``max`` or ``attention``)
+            (:class:`~vision.models.airbench.AirbenchNet`).
     """
 
     def __init__(self, num_classes: int = 10, in_chans: int = 3, widths: tuple[int, int, int] = (64, 256, 256),
                  head_dim: int = 32, block_size: int = 4, halo_size: int = 1, logit_scale: float = 1 / 9,
-                 tta: Literal["none", "flip", "flip_translate"] = "flip_translate"):
+                 tta: Literal["none", "flip", "flip_translate"] = "flip_translate",
+                 global_pool: Literal["max", "attention"] = "max"):
         block_fn = partial(HaloGroup, head_dim=head_dim, block_size=block_size, halo_size=halo_size)
-        super().__init__(block_fn, num_classes, in_chans, widths, logit_scale, tta)
+        super().__init__(block_fn, num_classes, in_chans, widths, logit_scale, tta,
+                         global_pool)
 
 
 @register_model(task="image-classification", classifier="head")
-def airbench_halo_32(num_classes: int = 10, in_chans: int = 3, tta: str = "flip_translate") -> AirbenchHalo:
+def airbench_halo_32(num_classes: int = 10, in_chans: int = 3, tta: str = "flip_translate",
+                     global_pool: str = "max") -> AirbenchHalo:
     """airbench94's widths (64/256/256) with halo attention: 4x4 blocks, a halo of 1, heads of 32 channels.
 
     For 32x32 images; trains on 2 CPU cores (recipe ``recipes/vision/airbench_halo_cifar10.yaml``)."""
-    return AirbenchHalo(num_classes, in_chans, (64, 256, 256), tta=tta)
+    return AirbenchHalo(num_classes, in_chans, (64, 256, 256), tta=tta, global_pool=global_pool)
 
 
 @register_model(task="image-classification", classifier="head")
-def airbench_halo_micro_32(num_classes: int = 10, in_chans: int = 3, tta: str = "flip_translate") -> AirbenchHalo:
+def airbench_halo_micro_32(num_classes: int = 10, in_chans: int = 3, tta: str = "flip_translate",
+                           global_pool: str = "max") -> AirbenchHalo:
     """A quarter of the width (16/64/64), heads of 16 channels, for tests and quick runs."""
-    return AirbenchHalo(num_classes, in_chans, (16, 64, 64), head_dim=16, tta=tta)
+    return AirbenchHalo(num_classes, in_chans, (16, 64, 64), head_dim=16, tta=tta, global_pool=global_pool)
