@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from audio.features import SAMPLE_RATE, read_audio
-from hub.classical import kept_linear, linear_probabilities, logistic_regression_baseline
-from hub.kinds import BaselineResult
+from hub.classical import folder_cross_validation, kept_linear, linear_probabilities, logistic_regression_baseline
+from hub.kinds import BaselineResult, CrossValidation
 from hub.predictor import model_outputs, probabilities
 
 BASELINE_NAME = "logistic regression on MFCC statistics"
@@ -63,3 +63,9 @@ def mfcc_baseline_on_run_split(run_dir) -> BaselineResult | None:
     ours = {s: probabilities(model, model_outputs(model, getattr(data, f"{s}_set"))) for s in ("val", "test")}
     return logistic_regression_baseline(BASELINE_NAME, features, labels, classes, ids, "file", recipe.seed,
                                         model_probabilities=ours)
+
+
+def mfcc_cross_validation(run_dir) -> CrossValidation | None:
+    """The choice by folds of a run on an audio folder, with logistic regression on MFCC statistics
+    (:func:`hub.classical.folder_cross_validation`); None for other audio data (FSDD's speaker split)."""
+    return folder_cross_validation(run_dir, BASELINE_NAME, mfcc_statistics)

@@ -40,7 +40,15 @@ from audio.features import (
 from audio.io import scan_audio_folder
 from hub.core.registry import register_dataset
 from hub.core.weights import is_offline
-from hub.data import EpochSeededDataset, HubDataModule, class_folder_splits, data_dir, download_dir, stratified_split
+from hub.data import (
+    EpochSeededDataset,
+    HubDataModule,
+    class_folder_splits,
+    data_dir,
+    download_dir,
+    folded_splits,
+    stratified_split,
+)
 from hub.errors import DataError, DatasetUnavailable
 
 FSDD_COMMIT = "26eb9aaf76e81b692f806f9140c2d2777410d7a1"
@@ -310,17 +318,24 @@ class AudioFolderData(SpectrogramData):
         split_seed: seed of the stratified splits.
         val_fraction: fraction of the clips held out for validation (when there is no ``val/`` folder).
         test_fraction: fraction of the clips held out for testing (when there is no ``test/`` folder).
+        cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the clips outside the test split and validate
+            on fold ``index`` (:func:`hub.data.folded_splits`; finetune's cross-validated choice).
+        refit: train on every clip, test included (that choice's refit).
         **kwargs: those of :class:`SpectrogramData`."""
 
-    def __init__(self, root: str, split_seed: int, val_fraction: float, test_fraction: float, **kwargs):
+    def __init__(self, root: str, split_seed: int, val_fraction: float, test_fraction: float,
+                 cv_fold: list[int] | None = None, refit: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.root, self.split_seed = Path(root), split_seed
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
+        self.cv_fold, self.refit = cv_fold, refit
 
     def split_items(self):
-        self.info.update({"source": str(self.root), "license": "the user's data"})
-        return class_folder_splits(self.root, scan_audio_folder, self.val_fraction, self.test_fraction,
-                                   self.split_seed)
+        splits, classes = class_folder_splits(self.root, scan_audio_folder, self.val_fraction, self.test_fraction,
+                                              self.split_seed)
+        splits, said = folded_splits(splits, self.cv_fold, self.refit)
+        self.info.update({"source": str(self.root), "license": "the user's data", "split": said})
+        return splits, classes
 
 
 @register_dataset(task="classification")
@@ -329,17 +344,19 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, freq_mask: int = 24, time_mask: int = 20,
                  time_shift: int | None = None, noise: float = 0.1, mixup: float = 0.0,
                  lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
-                 trim_db: float | None = None, warp: float = 0.0) -> AudioFolderData:
+                 trim_db: float | None = None, warp: float = 0.0, cv_fold: list[int] | None = None,
+                 refit: bool = False) -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class, maybe in train/ [val/ test/]
     (:class:`AudioFolderData`); mean/std default to the training split's; ``tilt`` and ``warp`` as in
     :class:`SpectrogramAugment`, ``lifter`` as in
     :func:`audio.features.log_mel`, ``trim_db`` as in :func:`audio.features.trim_silence`, ``time_fit`` as in
     :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
     cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its
-    start (``docs/experiments/2026-12-audio-fsdd.md``)."""
+    start (``docs/experiments/2026-12-audio-fsdd.md``). ``cv_fold`` and ``refit``: the fold runs and the refit of
+    finetune's cross-validated choice (:class:`AudioFolderData`)."""
     if time_shift is None:
         time_shift = 10 if time_fit == "cut" else 0
-    return AudioFolderData(root, split_seed, val_fraction, test_fraction, batch_size=batch_size,
+    return AudioFolderData(root, split_seed, val_fraction, test_fraction, cv_fold, refit, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
                            augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), lifter=lifter,
                            time_fit=time_fit, trim_db=trim_db)

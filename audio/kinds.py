@@ -16,13 +16,14 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from audio.baselines import mfcc_baseline_on_run_split, mfcc_probabilities
+from audio.baselines import mfcc_baseline_on_run_split, mfcc_cross_validation, mfcc_probabilities
 from audio.explain import audio_samples, save_spectrogram_overlay, spectrogram_explanation
 from audio.features import model_input
 from hub.errors import DataError
 from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
+    CrossValidation,
     InputForm,
     InputKind,
     KindSpec,
@@ -131,6 +132,11 @@ class AudioKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult | None:
         return mfcc_baseline_on_run_split(run_dir)
+
+    def cross_validation(self, run_dir) -> CrossValidation | None:
+        """Folds of an audio folder's clips outside the test split, logistic regression on MFCC statistics out of
+        fold, the refit on every clip (:func:`audio.baselines.mfcc_cross_validation`)."""
+        return mfcc_cross_validation(run_dir)
 
     def baseline_outputs(self, card, path: str):
         """The kept logistic regression's class probabilities for the audio file at ``path`` (1, C)."""

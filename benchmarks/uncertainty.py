@@ -488,7 +488,7 @@ def near_images() -> tuple[str, Path, dict]:
     done = sorted((NEAR_DIR / name).rglob("card.json"))  # finetune's run folder: <output_dir>/<run name>/<stamp>
     run = done[-1].parent if done else finetune(
         "airbench_cbam_32.cifar10", str(folder), ["seed=0", "trainer.accelerator=cpu"], str(NEAR_DIR / name),
-        progress=False, policy="linear-probe")[0]
+        progress=False, policy="linear-probe", cv_folds=0)[0]  # the detector's shift, not the predictor's choice
 
     def other_classes(model, detector, data) -> Scored:
         files = [str(p) for label in unknown for p in sorted((cifar / "test" / label).glob("*.jpg"))[:300]]

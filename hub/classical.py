@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from hub.errors import HubError
-from hub.kinds import BaselineResult, PredictorData
+from hub.kinds import BaselineResult, CrossValidation, PredictorData
 from hub.predictor import blend_of, load_arrays, save_arrays
 
 C_GRID = (0.001, 0.01, 0.1, 1.0, 10.0)
@@ -88,15 +88,12 @@ def logistic_regression_baseline(name: str, features: dict[str, np.ndarray], lab
     predictions' first column, ``id_column`` (``file``, ``row`` ...), with the true and predicted class and each
     class's probability. ``model_probabilities`` (the run's model's, ``val`` and ``test``, (N, C) each, in the
     splits' order) adds the predictor data of both."""
-    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
     from sklearn.preprocessing import StandardScaler
 
     scaler = StandardScaler().fit(features["train"])
     x = {s: scaler.transform(v) for s, v in features.items()}
-    fitted = [LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(x["train"], labels["train"])
-              for c in C_GRID]
-    model = max(fitted, key=lambda m: accuracy_score(labels["val"], m.predict(x["val"])))  # the first of ties
+    model = _best_on_val(x["train"], labels["train"], x["val"], labels["val"], seed)
     proba = np.zeros((len(x["test"]), len(label_names)))
     proba[:, model.classes_] = model.predict_proba(x["test"])  # a class absent from train/ keeps probability 0
     y, pred = labels["test"], proba.argmax(1)
@@ -119,3 +116,92 @@ def logistic_regression_baseline(name: str, features: dict[str, np.ndarray], lab
         model={s: model_probabilities[s] for s in ("val", "test")},
         baseline={s: linear_probabilities(arrays, features[s]) for s in ("val", "test")},
         save=lambda run_dir: save_arrays(arrays, Path(run_dir) / LINEAR_FILE)))
+
+
+def _best_on_val(x_train: np.ndarray, y_train: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, seed: int):
+    """The logistic regression of :data:`C_GRID` (on standardised features) most accurate on the validation items,
+    the first of ties."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import accuracy_score
+
+    fitted = [LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(x_train, y_train) for c in C_GRID]
+    return max(fitted, key=lambda m: accuracy_score(y_val, m.predict(x_val)))
+
+
+def fit_linear(x: np.ndarray, y: np.ndarray, num_classes: int, seed: int = 0, c: float | None = None,
+               x_val: np.ndarray | None = None, y_val: np.ndarray | None = None
+               ) -> tuple[dict[str, np.ndarray], float]:
+    """The :data:`LINEAR_ARRAYS` of a logistic regression on standardised ``x`` (N, D) with class indices ``y``
+    (N,), and its ``C``: ``c``, or picked from :data:`C_GRID` on ``x_val``, ``y_val``."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(x)
+    if c is None:
+        model = _best_on_val(scaler.transform(x), y, scaler.transform(x_val), y_val, seed)
+    else:
+        model = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(scaler.transform(x), y)
+    return {"mean": scaler.mean_, "scale": scaler.scale_, "coef": model.coef_, "intercept": model.intercept_,
+            "classes": model.classes_.astype(np.int64), "num_classes": np.array([num_classes])}, float(model.C)
+
+
+def folder_cross_validation(run_dir, name: str, features) -> CrossValidation | None:
+    """The choice by folds of a run on a folder of class folders (images, clips; :class:`hub.kinds.CrossValidation`),
+    with this module's logistic regression on ``features(files) -> (N, D)`` as the baseline ``name``: folds of the items
+    outside the test split (``data.args.cv_fold``, :func:`hub.data.folded_splits`), the baseline out of fold (each
+    fold's ``C`` picked on the fold left out, as the model's fold run stops early on it; the refit takes the ``C``
+    picked most often), the refit on every item (``data.args.refit``). None for a run whose data module lists no
+    folder splits (``split_items``)."""
+    from collections import Counter
+
+    from hub.models import load
+    from hub.predictor import model_outputs, probabilities
+    from hub.recipe import load_recipe
+    from hub.run.train import build_data
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    data = build_data(recipe)
+    if not hasattr(data, "cv_fold"):  # not a folder of class folders: chosen on the validation split
+        return None
+    splits, classes = data.split_items()
+    pool = splits["train"] + splits["val"]
+    labels = np.array([label for _, label in pool])
+    x = features([f for f, _ in pool])
+    picked: list[float] = []
+
+    def fold_outputs(fold_dir):
+        fold_data = build_data(load_recipe(Path(fold_dir) / "recipe.yaml"))
+        fold_data.setup()
+        model = load(str(fold_dir))
+        return probabilities(model, model_outputs(model, fold_data.val_set))
+
+    def baselines(folds, seed):
+        out = np.zeros((len(pool), len(classes)))
+        for fit, held in folds:
+            arrays, c = fit_linear(x[fit], labels[fit], len(classes), seed, x_val=x[held], y_val=labels[held])
+            picked.append(c)
+            out[held] = linear_probabilities(arrays, x[held])
+        return {name: out}
+
+    def chosen_c() -> float:
+        return Counter(picked).most_common(1)[0][0] if picked else 1.0
+
+    def test(_):
+        data.setup()
+        model = load(str(run_dir))
+        arrays, _ = fit_linear(x, labels, len(classes), recipe.seed, c=chosen_c())
+        x_test = features([f for f, _ in splits["test"]])
+        return (np.array([label for _, label in splits["test"]]),
+                probabilities(model, model_outputs(model, data.test_set)), linear_probabilities(arrays, x_test))
+
+    def refit(_, out_dir):
+        every = pool + splits["test"]
+        x_all = np.concatenate([x, features([f for f, _ in splits["test"]])]) if splits["test"] else x
+        arrays, _ = fit_linear(x_all, np.array([label for _, label in every]), len(classes), recipe.seed, c=chosen_c())
+        return save_arrays(arrays, Path(out_dir) / LINEAR_FILE)
+
+    return CrossValidation(
+        task="classification", labels=labels, label_names=list(classes), groups=None,
+        fold_overrides=lambda k, index, seed: [f"data.args.cv_fold=[{k},{index},{seed}]"],
+        refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines,
+        test=test if splits["test"] else None, refit=refit)

@@ -530,13 +530,19 @@ def build_parser(kind_options: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
+# the loggers that Lightning gives a handler of their own when imported before the root logger has one
+LIGHTNING_LOGGERS = ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric")
+
+
 def _configure_logging(verbose: bool) -> None:
     """Debug logs with ``--verbose``; else warnings only, without Lightning's tips and trainer chatter (it resets its
-    loggers to INFO when imported, later, so the filter sits on the handler); progress bars stay."""
+    loggers to INFO when imported, later, so the filter sits on the handler; imported before a root handler existed,
+    e.g. by a script calling :func:`main`, it has a handler of its own, quietened too); progress bars stay."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
     if not verbose:
-        for handler in logging.getLogger().handlers:
-            handler.setLevel(logging.WARNING)
+        for name in ("", *LIGHTNING_LOGGERS):
+            for handler in logging.getLogger(name).handlers:
+                handler.setLevel(logging.WARNING)
         warnings.filterwarnings("ignore", message=".*treespec.*")  # Lightning 2.6 about torch's own pytree API
 
 

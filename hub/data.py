@@ -100,6 +100,26 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
 SPLITS = ("train", "val", "test")
 
 
+def split_keeping_rare(labels: np.ndarray, fractions: tuple[float, ...], seed: int, source: str,
+                       label_names: list[str]) -> list[np.ndarray]:
+    """:func:`stratified_split` of the items whose class has at least one item per part; a class with fewer stays
+    whole in the first part (training), with a WARNING naming it: never dropped, never an error (issue 68)."""
+    import logging
+
+    labels = np.asarray(labels)
+    counts = np.bincount(labels, minlength=len(label_names))
+    rare = np.flatnonzero((counts > 0) & (counts < len(fractions)))
+    kept = ~np.isin(labels, rare)
+    if len(rare):
+        named = ", ".join(f"{label_names[i]!r} ({int(counts[i])})" for i in rare.tolist())
+        logging.getLogger(__name__).warning(
+            f"{source}: class(es) {named} have fewer than the {len(fractions)} items a stratified split in "
+            f"{len(fractions)} parts needs; they stay in training (not validated or tested)")
+    parts = [np.flatnonzero(kept)[p] for p in stratified_split(labels[kept], fractions, seed, source=source)]
+    parts[0] = np.sort(np.concatenate([parts[0], np.flatnonzero(~kept)]))
+    return parts
+
+
 def class_folder_splits(root: Path, scan: Callable[[Path], dict[str, list[Path]]], val_fraction: float,
                         test_fraction: float, split_seed: int) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
     """The ``(file, class index)`` items of the train, val and test splits of a user's folder of class folders, and
@@ -115,9 +135,9 @@ def class_folder_splits(root: Path, scan: Callable[[Path], dict[str, list[Path]]
         found = scan(root)
         classes = sorted(found)
         items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
-        parts = stratified_split(np.array([label for _, label in items]),
-                                 (1 - val_fraction - test_fraction, val_fraction, test_fraction), split_seed,
-                                 source=str(root))
+        parts = split_keeping_rare(np.array([label for _, label in items]),
+                                   (1 - val_fraction - test_fraction, val_fraction, test_fraction), split_seed,
+                                   str(root), classes)
         return {s: [items[i] for i in part] for s, part in zip(SPLITS, parts)}, classes
     found = {s: scan(root / s) for s in SPLITS if (root / s).is_dir()}
     classes = sorted(found["train"])
@@ -128,11 +148,34 @@ def class_folder_splits(root: Path, scan: Callable[[Path], dict[str, list[Path]]
     carved = [s for s in SPLITS[1:] if s not in splits]
     if carved:
         train = splits["train"]
-        parts = stratified_split(np.array([label for _, label in train]),
-                                 (1 - sum(fractions[s] for s in carved), *(fractions[s] for s in carved)), split_seed,
-                                 source=str(root / "train"))
+        parts = split_keeping_rare(np.array([label for _, label in train]),
+                                   (1 - sum(fractions[s] for s in carved), *(fractions[s] for s in carved)),
+                                   split_seed, str(root / "train"), classes)
         splits.update({s: [train[i] for i in part] for s, part in zip(("train", *carved), parts)})
     return splits, classes
+
+
+def folded_splits(splits: dict[str, list[tuple[Path, int]]], cv_fold: list[int] | None = None,
+                  refit: bool = False) -> tuple[dict[str, list[tuple[Path, int]]], str]:
+    """A folder's ``(file, class index)`` splits as ``finetune``'s cross-validated choice trains on them
+    (:mod:`hub.crossval`), and what the split is, in words: with ``cv_fold`` ``[k, index, seed]``, the items of
+    train and val (in that order: the folded items) split by :func:`hub.crossval.fold_indices`, training on the
+    other k-1 folds and validating on fold ``index``; with ``refit``, every item trains, test included (the
+    validation and test figures are then in-sample). Neither: the splits as they are."""
+    said = "the folder's train/val/test split"
+    if cv_fold is not None:
+        from hub.crossval import fold_indices
+
+        k, index, seed = (int(v) for v in cv_fold)
+        pool = splits["train"] + splits["val"]
+        fit, held = fold_indices("classification", np.array([label for _, label in pool]), k=k, seed=seed,
+                                 warn=lambda line: None)[index]
+        splits = {"train": [pool[i] for i in fit], "val": [pool[i] for i in held], "test": splits["test"]}
+        said = f"fold {index} of {k} (seed {seed}) of the items outside the test split"
+    if refit:
+        splits = {**splits, "train": splits["train"] + splits["val"] + splits["test"]}
+        said += "; refit: every item trains (validation and test figures in-sample)"
+    return splits, said
 
 
 class HubDataModule(pl.LightningDataModule):

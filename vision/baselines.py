@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hub.classical import kept_linear, linear_probabilities, logistic_regression_baseline
-from hub.kinds import BaselineResult
+from hub.classical import folder_cross_validation, kept_linear, linear_probabilities, logistic_regression_baseline
+from hub.kinds import BaselineResult, CrossValidation
 from hub.predictor import model_outputs, probabilities
 from vision.io import read_image
 
@@ -50,3 +50,12 @@ def pixel_baseline_on_run_split(run_dir) -> BaselineResult | None:
     ours = {s: probabilities(model, model_outputs(model, sets[s])) for s in ("val", "test")}
     return logistic_regression_baseline(BASELINE_NAME, features, labels, data.label_names, ids, "file",
                                         recipe.seed, model_probabilities=ours)
+
+
+def pixel_cross_validation(run_dir) -> CrossValidation | None:
+    """The choice by folds of a run on an image folder, with logistic regression on the pixels
+    (:func:`hub.classical.folder_cross_validation`); None for other image data."""
+    from hub.core.registry import model_card
+
+    spec = model_card(Path(run_dir)).input_spec
+    return folder_cross_validation(run_dir, BASELINE_NAME, lambda files: pixels(files, spec))

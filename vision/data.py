@@ -24,7 +24,15 @@ from torchvision import datasets as tv_datasets
 
 from hub.core.registry import register_dataset
 from hub.core.weights import is_offline
-from hub.data import EpochSeededDataset, HubDataModule, class_folder_splits, data_dir, download_dir, stratified_split
+from hub.data import (
+    EpochSeededDataset,
+    HubDataModule,
+    class_folder_splits,
+    data_dir,
+    download_dir,
+    folded_splits,
+    stratified_split,
+)
 from hub.errors import DataError, DatasetUnavailable
 from vision.io import IMAGE_SUFFIXES, _scan_class_folders, image_pixels, image_spec, read_image
 from vision.resident import BatchAugment, ResidentImages, decode_images
@@ -172,22 +180,34 @@ class ImageFolderData(ResidentImageData):
         val_fraction: fraction of train/ held out for validation when there is no val/ folder (default 0.15).
         test_fraction: fraction held out for testing when there is no test/ folder (default 0.15).
         augment: the training batches' augmentation: ``"none"``, ``"light"`` (random resized crops and flips,
-            default) or ``"randaugment"`` (light + RandAugment)."""
+            default) or ``"randaugment"`` (light + RandAugment).
+        cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the images outside the test split and
+            validate on fold ``index`` (:func:`hub.data.folded_splits`; finetune's cross-validated choice).
+        refit: train on every image, test included (that choice's refit)."""
 
     def __init__(self, root: str, height: int, width: int, channels: int, mean: list[float], std: list[float],
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
-                 val_fraction: float = 0.15, test_fraction: float = 0.15, augment: str = "light"):
+                 val_fraction: float = 0.15, test_fraction: float = 0.15, augment: str = "light",
+                 cv_fold: list[int] | None = None, refit: bool = False):
         super().__init__(batch_size, num_workers, seed)
         self.root = Path(root)
         self.augment = augmentation(augment)  # a bad name fails now
         self.input_spec = image_spec(height, width, channels, mean, std)
         self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
+        self.cv_fold, self.refit = cv_fold, refit
+
+    def split_items(self) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
+        """The ``(file, class index)`` items of train, val and test, as ``cv_fold`` and ``refit`` make them, and
+        the class names."""
+        sets, classes = class_folder_splits(self.root, _scan_class_folders, self.val_fraction, self.test_fraction,
+                                            self.split_seed)
+        sets, self.split = folded_splits(sets, self.cv_fold, self.refit)
+        return sets, classes
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        sets, classes = class_folder_splits(self.root, _scan_class_folders, self.val_fraction, self.test_fraction,
-                                            self.split_seed)
+        sets, classes = self.split_items()
         if len(classes) < 2:
             raise DataError(f"{self.root} has a single class {classes}; classification needs at least 2 class folders")
         read_image(sets["train"][0][0], self.input_spec)  # fail now, with the file's name, on an unreadable file
@@ -195,7 +215,7 @@ class ImageFolderData(ResidentImageData):
                                                        for s in ("train", "val", "test"))
         self.num_classes = len(classes)
         self.label_names = classes
-        self.info = {"source": str(self.root), "license": "the user's data",
+        self.info = {"source": str(self.root), "license": "the user's data", "split": self.split,
                      "sizes": [len(sets[s]) for s in ("train", "val", "test")]}
 
 
@@ -203,12 +223,13 @@ class ImageFolderData(ResidentImageData):
 def image_folder(root: str, height: int, width: int, channels: int = 3, mean: list[float] = (0.5,) * 3,
                  std: list[float] = (0.5,) * 3, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.15,
-                 augment: str = "light") -> ImageFolderData:
+                 augment: str = "light", cv_fold: list[int] | None = None, refit: bool = False) -> ImageFolderData:
     """A folder of images, one sub-folder per class (optionally under train/ [val/ test/]); decoded once into
     memory, training batches augmented on the device (``augment``: none, light = random resized crops + flips,
-    randaugment = light + RandAugment). ``num_workers`` is not used (kept so older recipes load)."""
+    randaugment = light + RandAugment). ``num_workers`` is not used (kept so older recipes load). ``cv_fold`` and
+    ``refit``: the fold runs and the refit of finetune's cross-validated choice."""
     return ImageFolderData(root, height, width, channels, list(mean), list(std), batch_size, num_workers, seed,
-                           split_seed, val_fraction, test_fraction, augment)
+                           split_seed, val_fraction, test_fraction, augment, cv_fold, refit)
 
 
 class SceneFolderData(ResidentImageData):

@@ -23,6 +23,7 @@ from hub.core.registry import get_model_entry
 from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
+    CrossValidation,
     InputForm,
     InputKind,
     KindSpec,
@@ -41,7 +42,7 @@ from hub.recipe import (
     scratch_recipe,
 )
 from hub.uncertainty.ood import image_summary
-from vision.baselines import pixel_baseline_on_run_split, pixel_probabilities
+from vision.baselines import pixel_baseline_on_run_split, pixel_cross_validation, pixel_probabilities
 from vision.io import image_tensor, read_image, read_image_bytes
 
 # (side, channels) of each family's input where it is not 32 x 32 RGB: vit_digits takes 8 x 8 grey digits,
@@ -122,6 +123,11 @@ class ImageKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult | None:
         return pixel_baseline_on_run_split(run_dir)
+
+    def cross_validation(self, run_dir) -> CrossValidation | None:
+        """Folds of an image folder's images outside the test split, logistic regression on the pixels out of
+        fold, the refit on every image (:func:`vision.baselines.pixel_cross_validation`)."""
+        return pixel_cross_validation(run_dir)
 
     def baseline_outputs(self, card, path: str):
         """The kept logistic regression's class probabilities for the image file at ``path`` (1, C)."""

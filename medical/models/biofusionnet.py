@@ -34,7 +34,7 @@ from torch import nn
 from hub.attention import CrossAttention, masked_mean
 from hub.core.registry import register_model
 from hub.errors import DataError
-from medical.models.survival_fusion import GeneTokenizer, TileEncoder
+from medical.models.survival_fusion import FusedRisk, GeneTokenizer, TileEncoder
 
 
 class CoDualCrossAttention(nn.Module):
@@ -69,7 +69,7 @@ class CoDualCrossAttention(nn.Module):
         return (pooled, weights) if need_weights else pooled
 
 
-class BioFusionNet(nn.Module):
+class BioFusionNet(FusedRisk):
     """Co-dual-cross-attention fusion of (image, genes) or (genes, clinical tokens), clinical FFN, Cox risk head.
 
     Args:
@@ -137,21 +137,10 @@ class BioFusionNet(nn.Module):
         features = torch.cat([pooled_a, pooled_b, self.clinical(clinical)], dim=-1)  # (B, 3 dim)
         return (features, weights) if need_weights else features
 
-    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        hidden = self.head[:-1](features)  # (B, dim)
-        return hidden if pre_logits else self.head[-1](hidden).squeeze(-1)  # (B,)
-
-    def forward(self, clinical: torch.Tensor, genes: torch.Tensor | None = None, gene_mask: torch.Tensor | None = None,
-                tiles: torch.Tensor | None = None, tiles_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.forward_head(self.forward_features(clinical, genes, gene_mask, tiles, tiles_mask))
 
     def attention_maps(self, clinical: torch.Tensor, genes: torch.Tensor | None = None, **inputs):
         """The four maps of the co-dual-cross-attention (see :class:`CoDualCrossAttention`)."""
         return self.forward_features(clinical, genes, need_weights=True, **inputs)[1]
-
-    def extra_repr(self) -> str:
-        return f"num_genes={self.num_genes}, num_clinical={self.num_clinical}, dim={self.dim}, " \
-               f"image_backbone={self.image_backbone!r}"
 
 
 @register_model(task="survival", classifier=None)

@@ -97,7 +97,32 @@ class TileEncoder(nn.Module):
         return self.pool(self.tile_attention(tokens, tiles_mask), tiles_mask)  # (B, num_tokens, dim)
 
 
-class SurvivalFusion(nn.Module):
+class FusedRisk(nn.Module):
+    """Base of the hub's multimodal survival models (:class:`SurvivalFusion`, BioFusionNet): a subclass sets
+    ``num_genes``, ``num_clinical``, ``dim``, ``image_backbone`` and ``head`` (a ``Sequential`` whose last layer gives
+    the risk) and writes ``forward_features``; this gives the head, the forward and the repr.
+
+    Shapes: clinical (B, num_clinical), genes (B, num_genes), tiles (B, T, C, H, W) with their masks -> risk (B,)."""
+
+    def forward_features(self, clinical: torch.Tensor, genes: torch.Tensor | None = None,
+                         gene_mask: torch.Tensor | None = None, tiles: torch.Tensor | None = None,
+                         tiles_mask: torch.Tensor | None = None) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        hidden = self.head[:-1](features)  # (B, dim)
+        return hidden if pre_logits else self.head[-1](hidden).squeeze(-1)  # (B,)
+
+    def forward(self, clinical: torch.Tensor, genes: torch.Tensor | None = None, gene_mask: torch.Tensor | None = None,
+                tiles: torch.Tensor | None = None, tiles_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.forward_head(self.forward_features(clinical, genes, gene_mask, tiles, tiles_mask))
+
+    def extra_repr(self) -> str:
+        return f"num_genes={self.num_genes}, num_clinical={self.num_clinical}, dim={self.dim}, " \
+               f"image_backbone={self.image_backbone!r}"
+
+
+class SurvivalFusion(FusedRisk):
     """Image + genetic + clinical survival model (see the module docstring).
 
     Args:
@@ -190,17 +215,6 @@ class SurvivalFusion(nn.Module):
         features = torch.cat(parts, dim=-1)  # (B, num_features)
         return (features, weights) if need_weights else features
 
-    def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        hidden = self.head[:-1](features)  # (B, dim)
-        return hidden if pre_logits else self.head[-1](hidden).squeeze(-1)  # (B,)
-
-    def forward(self, clinical: torch.Tensor, genes: torch.Tensor | None = None, gene_mask: torch.Tensor | None = None,
-                tiles: torch.Tensor | None = None, tiles_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.forward_head(self.forward_features(clinical, genes, gene_mask, tiles, tiles_mask))
-
-    def extra_repr(self) -> str:
-        return f"num_genes={self.num_genes}, num_clinical={self.num_clinical}, dim={self.dim}, " \
-               f"image_backbone={self.image_backbone!r}"
 
 
 @register_model(task="survival", classifier=None)

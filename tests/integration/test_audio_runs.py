@@ -17,7 +17,8 @@ def test_finetune_and_predict_on_an_audio_folder(tmp_path, capsys):
 
     folder = _tone_folder(tmp_path / "tones")
     assert main(["finetune", "ast_tiny.fsdd", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
-                 "--no-progress", "trainer.max_epochs=2", "data.args.batch_size=4", "data.args.val_fraction=0.25",
+                 "--no-progress", "--cv-folds", "0", "trainer.max_epochs=2", "data.args.batch_size=4",
+                 "data.args.val_fraction=0.25",
                  "data.args.test_fraction=0.25"]) == 0
     run = capsys.readouterr().out.split("run folder: ")[1].split()[0]  # then the baseline's lines
     shipped = hub.load("ast_tiny.fsdd").pretrained_cfg.input_spec
@@ -48,9 +49,13 @@ def test_cli_finetune_bare_family_on_wav_folders_of_other_speakers(tmp_path, cap
     _tone_folder(root / "train", per_class=8)  # no val/: a stratified part of train/
     _tone_folder(root / "test", per_class=3)
     assert main(["finetune", "timbre_attention", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress", "data.args.batch_size=4"]) == 0
+                 "--cv-folds", "2", "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress",
+                 "data.args.batch_size=4"]) == 0
     out = capsys.readouterr().out
-    run = Path(out.split("run folder: ")[1].split()[0])
+    run = Path(out.split("run folder: ")[-1].split()[0])
+    entry = json.loads((run / "metrics.json").read_text())["predictor"]  # issue 68: chosen on 2 folds, refitted
+    assert entry["selection"] == "cross-validation" and entry["folds"] == 2 and "refit: true" in (
+        run / "recipe.yaml").read_text()
     assert hub.model_card(str(run)).label_names == ["high", "low"]
     summary = json.loads((run / "metrics.json").read_text())
     kept = summary["baseline"]

@@ -35,7 +35,7 @@ def _rotated_digits(root: Path, per_class: int = 100) -> Path:
 def test_auto_on_a_mid_size_folder_is_not_below_the_full_fine_tune_at_the_recipe_rate(tmp_path):
     root = _rotated_digits(tmp_path / "digits")
     run_dir, _ = finetune("vit_digits.sklearn", str(root), ["trainer.accelerator=cpu", "seed=0"],
-                          str(tmp_path / "runs"), progress=False, policy="auto")
+                          str(tmp_path / "runs"), progress=False, policy="auto", cv_folds=0)
     policy = json.loads((run_dir / "metrics.json").read_text())["policy"]
     assert set(policy["candidates"]) == {"linear-probe", "lp-ft", "full-recipe-lr"}  # the mid-size rule
     test = {p: json.loads((run_dir.parent / c["run"] / "metrics.json").read_text())["test"]["test/acc"]

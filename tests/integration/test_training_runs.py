@@ -319,7 +319,7 @@ def test_finetune_on_an_image_folder(tmp_path, capsys):
     for label in (0, 1, 7):
         _write_digit_pngs(root / f"class_{label}", np.flatnonzero(target == label)[:20])
     code = main(["finetune", "vit_digits.sklearn", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=2", "--no-progress"])
+                 "--cv-folds", "0", "trainer.max_epochs=2", "--no-progress"])
     assert code == 0
     out = capsys.readouterr().out
     run = Path(out.split("run folder: ")[1].split()[0])

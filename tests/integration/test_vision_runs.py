@@ -30,9 +30,19 @@ def test_cli_finetune_bare_family_on_class_folders_with_a_test_folder(tmp_path, 
 
     root = _stripe_folder(tmp_path / "stripes", {"train": 10, "test": 6})  # no val/: a part of train/
     assert main(["finetune", "resnet_cbam_micro_32", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+                 "--cv-folds", "3", "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
     out = capsys.readouterr().out
-    run = Path(out.split("run folder: ")[1].split()[0])
+    run = Path(out.split("run folder: ")[-1].split()[0])
+    # issue 68: below 5,000 images the predictor is chosen on 3 folds of the 20 images outside test/, then refitted
+    assert "3 fold runs of the model and one refit on every labelled item" in out
+    entry = json.loads((run / "metrics.json").read_text())["predictor"]
+    assert entry["selection"] == "cross-validation" and entry["folds"] == 3 and entry["items"] == 20
+    assert entry["figures"]["test"].startswith("held out") and len(entry["refit"]["folds"]) == 3
+    assert "refit: true" in (run / "recipe.yaml").read_text()
+    data = hub.model_card(str(run)).data
+    assert data["sizes"][0] == 32 and "refit: every item trains" in data["split"]  # the 12 of test/ included
+    assert main(["predict", str(run), str(next(root.glob("test/vertical/*.png"))), "--no-progress"]) == 0
+    assert "vertical" in capsys.readouterr().out
     card = hub.model_card(str(run))
     assert card.label_names == ["horizontal", "vertical"] and card.input_spec["height"] == 32
     assert card.model_args["in_chans"] == 3

@@ -212,3 +212,32 @@ def test_a_table_keeps_a_one_row_class_in_training_and_its_folds_and_refit_cover
     refit = tabular_csv(str(tmp_path / "t.csv"), "y", refit=True)
     refit.setup()
     assert len(refit.frames["train"]) == 60 and len(refit.train_set) == 60
+
+
+def test_a_folders_rare_class_trains_and_its_folds_and_refit_cover_the_items(tmp_path, caplog):
+    """Issue 68 on folders of class folders (images, clips): a class of one item stays in training with a WARNING
+    naming it; fold runs validate each item outside the test split once; the refit trains on every item."""
+    from pathlib import Path
+
+    from hub.data import class_folder_splits, folded_splits
+
+    def scan(folder: Path) -> dict[str, list[Path]]:
+        return {c: [folder / c / f"{i}.png" for i in range(n)] for c, n in (("a", 10), ("b", 10), ("solo", 1))}
+
+    with caplog.at_level("WARNING"):
+        splits, classes = class_folder_splits(tmp_path, scan, 0.2, 0.2, split_seed=0)
+    assert classes == ["a", "b", "solo"]
+    assert "class(es) 'solo' (1) have fewer than the 3 items" in caplog.text and "stay in training" in caplog.text
+    assert [label for _, label in splits["train"]].count(2) == 1
+    assert sum(len(v) for v in splits.values()) == 21
+    pool = splits["train"] + splits["val"]
+    validated = []
+    for index in range(3):
+        fold, said = folded_splits(splits, [3, index, 0])
+        assert sorted(fold["train"] + fold["val"]) == sorted(pool) and fold["test"] == splits["test"]
+        assert said == f"fold {index} of 3 (seed 0) of the items outside the test split"
+        validated += fold["val"]
+    assert sorted(validated) == sorted(pool)  # each item validated once
+    refit, said = folded_splits(splits, refit=True)
+    assert sorted(refit["train"]) == sorted(pool + splits["test"]) and "refit" in said
+    assert folded_splits(splits) == (splits, "the folder's train/val/test split")

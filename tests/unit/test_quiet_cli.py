@@ -8,6 +8,8 @@ import pytest
 
 SCRIPT = """
 import sys
+if sys.argv[2] == "first":  # a script that imports Lightning before calling the CLI's main
+    import pytorch_lightning
 from hub.cli import _configure_logging
 _configure_logging(sys.argv[1] == "verbose")
 import pytorch_lightning as pl
@@ -16,16 +18,18 @@ print("built")
 """
 
 
-def _output(mode: str) -> str:
+def _output(mode: str, lightning: str) -> str:
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", SCRIPT, mode, lightning], capture_output=True, text=True, env=env,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("lightning", ["after", "first"])
 @pytest.mark.parametrize("mode", ["quiet", "verbose"])
-def test_lightning_banners_only_with_verbose(mode):
-    out = _output(mode)
+def test_lightning_banners_only_with_verbose(mode, lightning):
+    out = _output(mode, lightning)
     assert "built" in out
     shown = "GPU available" in out
     assert shown == (mode == "verbose"), out
