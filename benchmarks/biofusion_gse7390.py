@@ -5,9 +5,9 @@ the 15 folds of :func:`medical.survival_data.gse7390_folds` (5 folds stratified 
 fold's training part (standardised with its own mean and std):
 
 * ``biofusionnet`` with the model, optimiser and loss (the weighted Cox loss) of ``recipes/medical/biofusionnet_
-  gse7390.yaml``, trained full-batch on the recipe's training part (80% of the fold's training patients; the other
-  20% are its validation part, unused here) for the recipe's epochs, the last epoch scored; ``--seeds`` seeds, their
-  risks averaged;
+  gse7390.yaml``, trained full-batch on the fold's whole training part (the recipe's training and validation parts,
+  as the two baselines are) for the recipe's epochs, the last epoch scored (nothing is chosen on validation);
+  ``--seeds`` seeds, their risks averaged;
 * CoxPH with an L2 penalty (scikit-survival's ``CoxPHSurvivalAnalysis``, ``alpha`` below) on the whole training part;
 * a random survival forest (scikit-survival, 500 trees, min 10 patients a leaf) on the whole training part.
 
@@ -55,7 +55,9 @@ def biofusion_risk(data, seed: int) -> np.ndarray:
     model = hub.create_model(recipe.model.name, **data.model_args(), **recipe.model.args)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.optimizer.lr,
                                   weight_decay=recipe.optimizer.weight_decay)
-    inputs, time, event = whole(data.train_set)
+    parts = [whole(data.train_set), whole(data.val_set)]  # the fold's whole training part, as CoxPH and the forest
+    inputs = {key: torch.cat([part[0][key] for part in parts]) for key in parts[0][0]}
+    time, event = (torch.cat([part[i] for part in parts]) for i in (1, 2))
     model.train()
     for _ in range(recipe.trainer.max_epochs):
         loss = weighted_cox_loss(model(**inputs), time, event)

@@ -116,6 +116,15 @@ def _spread(values: list[float]) -> dict[str, Any]:
             "n": len(values), "values": values}
 
 
+def _chosen_by_folds(card) -> bool:
+    """Whether the card's predictor was chosen by cross-validation and refitted on every labelled item
+    (:func:`hub.finetune.choose_by_folds`): its recipe reproduces the refit's weights, but its predictor's test
+    figures were scored before the refit, by members that did not see the test split; the refit's own test split is
+    in-sample, so a predictor chosen again on it would not compare. ``reproduce`` compares the model's metrics then,
+    and says so."""
+    return (getattr(card, "predictor", None) or {}).get("selection") == "cross-validation"
+
+
 def refit_predictor(card, run_dir: Path) -> dict[str, Any] | None:
     """For a card whose predictor was chosen among its model, the input kind's baseline and their blend
     (:mod:`hub.predictor`, a published fine-tune): the baseline fitted again on the new run's split and the predictor
@@ -127,7 +136,7 @@ def refit_predictor(card, run_dir: Path) -> dict[str, Any] | None:
         run_dir: the new run folder.
     """
     asked = (getattr(card, "predictor", None) or {}).get("asked")
-    if asked is None:
+    if asked is None or _chosen_by_folds(card):
         return None
     from hub.kinds import baseline
     from hub.models import model_card
@@ -147,8 +156,9 @@ def compare_predictor(card, runs: list[dict[str, Any]], tolerance: float = ABSOL
                       ) -> dict[str, dict[str, Any]]:
     """Per test metric of the card's chosen predictor (one run's figures: compared within ``tolerance``), the new
     runs' (their mean over seeds) and the :func:`verdict`; keys are prefixed ``predictor:``. Empty for a card without
-    a predictor."""
-    chosen = ((getattr(card, "predictor", None) or {}).get("test") or {}).get("chosen", {})
+    a predictor, or one chosen by cross-validation (:func:`_chosen_by_folds`)."""
+    entry = getattr(card, "predictor", None) or {}
+    chosen = {} if _chosen_by_folds(card) else (entry.get("test") or {}).get("chosen", {})
     out = {}
     for key, value in chosen.items():
         new = _spread([run["predictor"]["test"][key] for run in runs])
@@ -187,7 +197,8 @@ def reproduce(name: str | ModelRef, seeds: list[int] | None = None, overrides: l
     the output folder)::
 
         {"name", "recipe": {"path", "source": "file" | "resolved", "note"}, "seeds", "card_seeds", "overrides",
-         "tolerance", "card_predictor" (the card's chosen predictor, or None),
+         "tolerance", "card_predictor" (the card's chosen predictor, or None), "cross_validated" (whether it was
+         chosen by cross-validation and refitted: then not chosen again),
          "runs": [{"seed", "run_dir", "test": {metric: value}[, "predictor": {"chosen", "weight", "test"}]}],
          "metrics": {metric: {"card": {"mean", "std", "n"}, "new": {"mean", "std", "n", "values"},
                               "within", "difference", "allowed", "rule"}},
@@ -222,6 +233,7 @@ def reproduce(name: str | ModelRef, seeds: list[int] | None = None, overrides: l
         "seeds": seeds, "card_seeds": card_seeds, "overrides": overrides, "tolerance": tolerance,
         "runs": runs, "metrics": metrics, "all_within": all(m["within"] for m in metrics.values()),
         "card_predictor": (getattr(card, "predictor", None) or {}).get("chosen"),
+        "cross_validated": _chosen_by_folds(card),
     }
     report_file = Path(runs[0]["run_dir"]) / REPORT_FILE
     # the file holds no path of this machine: its run folders are relative to the output folder
@@ -255,6 +267,10 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(f"{within}/{len(report['metrics'])} test metrics reproduced"
                  + ("" if len(seeds) == 1 else " (the new mean over seeds is compared)"))
     chosen = [run["predictor"]["chosen"] for run in report["runs"] if "predictor" in run]
+    if report.get("cross_validated"):
+        lines.append(f"predictor: {report['card_predictor']}, chosen by cross-validation before the refit (the card's "
+                     "'cv' and 'test' figures); its folds are not run again, and the refit's own test split is "
+                     "in-sample, so the model's metrics above are what is compared")
     if chosen:
         lines.append(f"predictor chosen again on the new run(s): {', '.join(chosen)} (the card's: "
                      f"{report['card_predictor']})")

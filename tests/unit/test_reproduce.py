@@ -82,3 +82,19 @@ def test_the_recipe_file_a_card_names_still_trains_what_the_card_records(tag):
     from_file = portable_recipe({"resolved": load_recipe(path, overrides).model_dump(mode="json")})["resolved"]
     recorded = portable_recipe({"resolved": validate_recipe(resolved, tag).model_dump(mode="json")})["resolved"]
     assert {**from_file, "name": None} == {**recorded, "name": None}
+
+
+def test_a_predictor_chosen_by_folds_is_not_chosen_again_on_the_refits_in_sample_split(tmp_path):
+    """A refit card (issue 68): its predictor's test figures were scored before the refit, so reproduce compares the
+    model's metrics and neither re-chooses nor compares the predictor; a card chosen on validation still is."""
+    from types import SimpleNamespace
+
+    from hub.reproduction import compare_predictor, refit_predictor
+
+    test = {"chosen": {"test/acc": 0.9}}
+    folded = SimpleNamespace(name="x", predictor={"asked": "auto", "selection": "cross-validation", "test": test})
+    assert refit_predictor(folded, tmp_path) is None
+    assert compare_predictor(folded, [{"predictor": {"test": {"test/acc": 0.5}}}]) == {}
+    on_val = SimpleNamespace(name="x", predictor={"asked": "auto", "test": test})
+    compared = compare_predictor(on_val, [{"predictor": {"test": {"test/acc": 0.5}}}])
+    assert not compared["predictor:test/acc"]["within"]
