@@ -284,3 +284,39 @@ def traffic_baseline_on_run_split(run_dir) -> BaselineResult:
     from hub.models import load
 
     return traffic_baseline(_run_data(run_dir)[0], model=load(str(run_dir)))
+
+
+DEGRADATION_BASELINE = "linear extrapolation of the window"
+
+
+def linear_extrapolation(windows: np.ndarray, horizon: int) -> np.ndarray:
+    """Each window's least-squares line through its levels, continued ``horizon`` inspections: the reliability
+    field's plainest degradation forecast (a per-unit linear path), fitted on what the model reads.
+
+    Shapes: windows (N, window, 1) -> (N, horizon).
+
+    >>> linear_extrapolation(np.array([[[0.0], [1.0], [2.0]]]), 2).tolist()
+    [[3.0, 4.0]]
+    """
+    levels = np.asarray(windows, np.float64)[..., 0]  # (N, window)
+    t = np.arange(levels.shape[1], dtype=np.float64)
+    slope = ((t - t.mean()) * (levels - levels.mean(1, keepdims=True))).sum(1) / ((t - t.mean()) ** 2).sum()
+    ahead = np.arange(levels.shape[1], levels.shape[1] + horizon, dtype=np.float64) - t.mean()
+    return levels.mean(1, keepdims=True) + slope[:, None] * ahead  # (N, horizon)
+
+
+def degradation_baseline_on_run_split(run_dir) -> BaselineResult | None:
+    """:func:`linear_extrapolation` of the test split's windows of the run in ``run_dir``, scored as the
+    degradation-forecast task scores the model (RMSE, MAE over every forecast inspection, in the measure's units);
+    None for a run without test units. Nothing is fitted, so nothing is kept: it stands beside the model."""
+    data, _ = _run_data(run_dir)
+    data.setup()
+    if data.test_set is None:
+        return None
+    x, y = (t.numpy() for t in data.test_set.tensors)  # (N, window, 1), (N, horizon)
+    forecast = linear_extrapolation(x, y.shape[1])
+    error = forecast - y
+    metrics = {"test/rmse": float(np.sqrt(np.mean(error ** 2))), "test/mae": float(np.mean(np.abs(error)))}
+    predictions = {"window": list(range(len(y))),
+                   **{name: forecast[:, i].tolist() for i, name in enumerate(data.output_names)}}
+    return BaselineResult(DEGRADATION_BASELINE, metrics, predictions)

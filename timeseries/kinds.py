@@ -31,6 +31,7 @@ from hub.kinds import (
 )
 from hub.recipe import DataSection, EarlyStoppingSection, Recipe, recipe_file, scratch_recipe
 from timeseries.baselines import (
+    degradation_baseline_on_run_split,
     kept_rul_estimator,
     kept_traffic_forecast,
     rul_baseline_on_run_split,
@@ -305,6 +306,11 @@ class DegradationSeriesKind(InputKind):
             return torch.tensor(levels[-spec.window:], dtype=torch.float32)[:, None]
 
         return prepare
+
+    def baseline(self, run_dir) -> BaselineResult | None:
+        """Linear extrapolation of each test window (:func:`timeseries.baselines.degradation_baseline_on_run_split`),
+        beside the model."""
+        return degradation_baseline_on_run_split(run_dir)
 
     def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
         """Attribution of the forecast path over the window's inspections, the attention in the JSON

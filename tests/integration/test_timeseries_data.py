@@ -241,3 +241,21 @@ def test_shipped_laser_tag_reproduces_its_card_and_rolls_a_path_to_the_threshold
     model = hub.load("degradation_gru.laser")
     path = model.forecast_path(torch.tensor(units[10][:9], dtype=torch.float32)[None, :, None], 16)[0]
     assert (path.diff() >= 0).all() and path[-1] > 10.0  # laser 10 (fails at 3374 h) crosses 10% within 4000 h more
+
+
+def test_finetune_the_laser_tag_on_unit_csvs_sets_linear_extrapolation_beside_it(tmp_path, capsys):
+    """``attnhub finetune degradation_gru.laser --data FOLDER`` on the 15 lasers written as a user's unit CSVs: the
+    run's test units get the classic forecast beside the model's (issue 67)."""
+    step, units = get_dataset_entry("laser_degradation").builder().load()
+    folder = tmp_path / "lasers"
+    folder.mkdir()
+    for unit, levels in units.items():
+        rows = "".join(f"{(i + 1) * step:g},{level:.4f}\n" for i, level in enumerate(levels[1:]))  # the origin dropped
+        (folder / f"laser_{unit}.csv").write_text("hours,current_increase_pct\n" + rows)
+    assert main(["finetune", "degradation_gru.laser", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "--no-progress", "--policy", "full", "trainer.max_epochs=2"]) == 0
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[-1].split()[0])
+    kept = json.loads((run / "metrics.json").read_text())["baseline"]
+    assert kept["name"] == "linear extrapolation of the window" and kept["metric"] == "test/rmse"
+    assert "linear extrapolation of the window" in out and kept["test"]["test/rmse"] > 0

@@ -225,3 +225,4 @@ def test_forced_traffic_blend_predicts_the_weighted_mean_of_both_forecasts(tmp_p
             value, upper = float(row[f"speed_{5 * h}min"]), float(row[f"speed_{5 * h}min_upper_90"])
             assert upper - value == pytest.approx(widths[int(np.searchsorted(edges, value, side="right"))], abs=1e-4)
     assert max(w for widths in conformal["half_width"]["0.9"] for w in widths) > 0.1
+

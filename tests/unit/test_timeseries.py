@@ -421,3 +421,25 @@ def test_degradation_csv_is_read_and_bad_files_refused(tmp_path):
         read_degradation_csv(good, "level", "hours", 4)
     with pytest.raises(DataError, match="fewer than the model's window of 6"):
         read_degradation_csv(good, "current_increase_pct", "hours", 6)
+
+
+def test_degradation_baseline_extrapolates_each_test_window_linearly(tmp_path, monkeypatch):
+    """The degradation kind's classic baseline (issue 67): each test window's least-squares line, continued; exact
+    on straight paths, scored with the task's RMSE and MAE, one forecast column per output name."""
+    import timeseries.baselines as baselines
+    from hub.core.registry import get_dataset_entry
+
+    for unit in range(8):
+        hours = np.arange(1, 13) * 250
+        (tmp_path / f"unit{unit}.csv").write_text("hours,current_increase_pct\n" + "".join(
+            f"{h},{0.002 * (unit + 1) * h:.4f}\n" for h in hours))
+    data = get_dataset_entry("degradation_units").builder(root=str(tmp_path), measure="current_increase_pct",
+                                                          time_column="hours", window=4, horizon=4)
+    monkeypatch.setattr(baselines, "_run_data", lambda run_dir: (data, 0))
+    result = baselines.degradation_baseline_on_run_split("run")
+    assert result.name == baselines.DEGRADATION_BASELINE and list(result.metrics) == ["test/rmse", "test/mae"]
+    assert result.metrics["test/rmse"] < 1e-3  # straight paths are continued exactly (to the CSV's rounding)
+    assert list(result.predictions)[1:] == data.output_names and len(result.predictions["window"]) == len(
+        data.test_set)
+    curved = baselines.linear_extrapolation(np.array([[[0.0], [1.0], [4.0], [9.0]]]), 1)
+    assert curved[0, 0] == pytest.approx(11.0)  # the line through 0, 1, 4, 9 (slope 3, mean 3.5) at t = 4
