@@ -61,16 +61,18 @@ TINY = {
 }
 
 
-def _tiny_run(tag: str, model_args: dict, input_spec: dict, folder) -> None:
+def _tiny_run(tag: str, model_args: dict, input_spec: dict, folder, family: str | None = None) -> None:
     """A run folder (``card.json`` and random weights) of the family of ``tag``, built with ``model_args`` replaced,
-    whose card is the tag's with ``input_spec`` entries replaced and no calibration, OOD or predictor sections."""
+    whose card is the tag's with ``input_spec`` entries replaced and no calibration, OOD or predictor sections; with
+    ``family``, of that family instead (a family without a tag of its own), built with ``model_args`` alone."""
     card = model_card(tag)
-    args = {**card.model_args, **model_args}
+    family = family or card.family
+    args = {**(card.model_args if family == card.family else {}), **model_args}
     torch.manual_seed(0)
     weights = folder / "model.safetensors"
     folder.mkdir()
-    sha256 = save_state_dict(hub.create_model(card.family, **args).state_dict(), weights)
-    tiny = dataclasses.replace(card, name=f"{card.family}.tiny", sha256=sha256, num_bytes=weights.stat().st_size,
+    sha256 = save_state_dict(hub.create_model(family, **args).state_dict(), weights)
+    tiny = dataclasses.replace(card, name=f"{family}.tiny", sha256=sha256, num_bytes=weights.stat().st_size,
                                model_args=args, input_spec={**card.input_spec, **input_spec},
                                file=weights.name, url=None, calibration={}, ood={}, predictor={}, card_dir="")
     write_card(tiny, folder / "card.json")
@@ -91,3 +93,21 @@ def test_tiny_model_of_each_kind_exports_or_names_why_not(kind, tmp_path):
     run = str(tmp_path / "run")
     card = hub.model_card(run)
     assert_exports_or_names_why_not(run, card, tmp_path, example_inputs(card, 5, seed=7), formats)
+
+
+# families without a tag yet (issue 66), on the CIFAR-10 tags' input: their attention pools and soft masks export
+UNTAGGED = {
+    "residual_attention_micro_32": {"num_classes": 10, "pool": "attention"},
+    "patchconvnet_micro_32": {"num_classes": 10},
+    "airbench_cbam_micro_32": {"num_classes": 10, "global_pool": "attention"},
+    "resnet_cbam_micro_32": {"num_classes": 10, "global_pool": "attention"},
+}
+
+
+@pytest.mark.parametrize("family", UNTAGGED)
+def test_untagged_vision_families_export_with_parity(family, tmp_path):
+    _tiny_run("airbench_cbam_32.cifar10", UNTAGGED[family], {}, tmp_path / "run", family=family)
+    run = str(tmp_path / "run")
+    card = hub.model_card(run)
+    assert card.family == family
+    assert_exports_or_names_why_not(run, card, tmp_path, example_inputs(card, 5, seed=7))
