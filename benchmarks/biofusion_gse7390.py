@@ -106,8 +106,9 @@ def main(argv: list[str] | None = None) -> None:
              "scikit-survival's breast-cancer table: 198 patients, 76 genes + age, size, ER, grade;",
              "distant metastasis.",
              "Harrell's C on the test fold, 5 folds stratified by event x 3 repeats (the same 15 folds for every",
-             "model), mean ± std over the folds. The paper's figure (C-index 0.77) is on TCGA with histopathology",
-             "images, not comparable. `python -m benchmarks.biofusion_gse7390`", "",
+             "model), mean ± std over the folds; every model fits the fold's whole training part. The paper's",
+             "figure (C-index 0.77) is on TCGA with histopathology images, not comparable.",
+             "`python -m benchmarks.biofusion_gse7390`", "",
              "| model | Harrell's C (mean ± std, 15 folds) |", "| --- | ---: |"]
     for name, values in scores.items():
         lines.append(f"| {labels[name]} | {np.mean(values):.3f} ± {np.std(values):.3f} |")

@@ -234,26 +234,91 @@ def stay_features(means: np.ndarray, static_raw: np.ndarray, stats: dict) -> np.
     return np.concatenate([summaries, stay_arrays(means, static_raw, stats)["static"]], 1)
 
 
+def stay_pipeline(x: np.ndarray, y: np.ndarray, seed: int = 0):
+    """The module docstring's logistic regression (median imputation, quantiles to a normal, ``C = 0.1``) fitted on
+    stays' :func:`stay_features` ``x`` (N, D) and outcomes ``y`` (N,)."""
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import QuantileTransformer
+
+    return make_pipeline(SimpleImputer(keep_empty_features=True),
+                         QuantileTransformer(n_quantiles=min(200, len(y)), output_distribution="normal",
+                                             random_state=seed),
+                         LogisticRegression(C=0.1, max_iter=2000, random_state=seed)).fit(x, y)
+
+
+def run_features(datamodule) -> dict[str, np.ndarray]:
+    """Each split's :func:`stay_features` of a set-up stays module, with its training statistics."""
+    grids = datamodule.grids
+    features = stay_features(grids["means"], grids["static_raw"], datamodule.input_spec)  # (N, 5F + 9)
+    return {part: features[index] for part, index in datamodule.split_index.items()}
+
+
+def icu_cross_validation(run_dir) -> CrossValidation | None:
+    """The choice by folds of a run on a user's stays folder (:class:`hub.kinds.CrossValidation`): folds of the
+    stays outside the test split (``data.args.cv_fold``, stratified by the outcome), the logistic regression out of
+    fold (each fold's features standardised with its own training statistics, as the model's), the refit on every
+    stay (``data.args.refit``). None for PhysioNet 2012's own folds."""
+    from hub.models import load
+
+    data, seed = _run_data(run_dir)
+    if not hasattr(data, "cv_fold"):
+        return None
+    data.setup()
+    labels = data.grids["y"][data.pool_index]
+
+    def fold_outputs(fold_dir):
+        fold_data, model = _run_data(fold_dir)[0], load(str(fold_dir))
+        fold_data.setup()
+        return probabilities(model, model_outputs(model, fold_data.val_set))
+
+    def baselines(folds, fold_seed):
+        from hub.recipe import apply_overrides, load_recipe, validate_recipe
+        from hub.run.train import build_data
+
+        recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+        out = np.zeros((len(labels), 2))
+        for index, (_, val) in enumerate(folds):
+            fold = build_data(validate_recipe(apply_overrides(recipe.to_dict(), [
+                f"data.args.cv_fold=[{len(folds)},{index},{fold_seed}]"]), f"fold {index}"))
+            fold.setup()
+            x = run_features(fold)
+            out[val] = stay_pipeline(x["train"], fold.train_set.y.numpy(), seed).predict_proba(x["val"])
+        return {"LogisticRegression": out}
+
+    def test(_):
+        x = run_features(data)
+        fitted = stay_pipeline(np.concatenate([x["train"], x["val"]]), labels, seed)
+        model = load(str(run_dir))
+        return data.test_set.y.numpy(), probabilities(model, model_outputs(model, data.test_set)), \
+            fitted.predict_proba(x["test"])
+
+    def refit(_, out_dir):
+        final = _run_data(out_dir)[0]
+        final.setup()
+        pipeline = stay_pipeline(run_features(final)["train"], final.train_set.y.numpy(), seed)
+        return save_skops(pipeline, Path(out_dir) / ICU_BASELINE_FILE)
+
+    return CrossValidation(
+        task="classification", labels=labels, label_names=list(data.label_names), groups=None,
+        fold_overrides=lambda k, index, fold_seed: [f"data.args.cv_fold=[{k},{index},{fold_seed}]"],
+        refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines,
+        test=test if len(data.split_index["test"]) else None, refit=refit)
+
+
 def logistic_regression_baseline(datamodule, seed: int = 0, model=None) -> BaselineResult:
     """The logistic regression of the module docstring, fitted on the training split of a set-up
     :class:`medical.icu_data.IcuStaysData` (PhysioNet 2012 set A or a user's stays); its predictions: record id, true
     and predicted outcome, probabilities. With ``model`` (the run's, loaded), also the predictor data of both
     (:func:`icu_predictor_data`)."""
-    from sklearn.impute import SimpleImputer
-    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import accuracy_score, average_precision_score, roc_auc_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import QuantileTransformer
 
     grids = datamodule.grids
-    features = stay_features(grids["means"], grids["static_raw"], datamodule.input_spec)  # (N, 5F + 9)
-    x = {part: features[index] for part, index in datamodule.split_index.items()}
+    x = run_features(datamodule)
     y, y_test = (getattr(datamodule, f"{part}_set").y.numpy() for part in ("train", "test"))
-    pipeline = make_pipeline(SimpleImputer(keep_empty_features=True),
-                             QuantileTransformer(n_quantiles=min(200, len(y)), output_distribution="normal",
-                                                 random_state=seed),
-                             LogisticRegression(C=0.1, max_iter=2000, random_state=seed))
-    proba = pipeline.fit(x["train"], y).predict_proba(x["test"])  # (N, 2)
+    pipeline = stay_pipeline(x["train"], y, seed)
+    proba = pipeline.predict_proba(x["test"])  # (N, 2)
     metrics = {"test/auroc": float(roc_auc_score(y_test, proba[:, 1])),
                "test/auprc": float(average_precision_score(y_test, proba[:, 1])),
                "test/acc": float(accuracy_score(y_test, proba.argmax(1)))}

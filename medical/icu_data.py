@@ -424,11 +424,16 @@ class IcuStaysFolderData(IcuStaysData):
         split_seed: seed of the stratified split (without ``train/``, ``val/``, ``test/`` subfolders).
         val_fraction: fraction of the stays held out for validation (stratified split only).
         test_fraction: fraction held out for testing (stratified split only).
+        cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the stays outside the test split and validate
+            on fold ``index`` (finetune's cross-validated choice, :mod:`hub.crossval`).
+        refit: train on every stay, test included (that choice's refit; validation and test figures in-sample).
         **kwargs: ``batch_size``, ``num_workers`` and ``seed`` of :class:`~hub.data.HubDataModule`."""
 
     def __init__(self, path: str, outcomes: str | None, label: str, variables: list[str] | None, hours: int,
-                 split_seed: int, val_fraction: float, test_fraction: float, **kwargs):
+                 split_seed: int, val_fraction: float, test_fraction: float, cv_fold: list[int] | None = None,
+                 refit: bool = False, **kwargs):
         super().__init__(**kwargs)
+        self.cv_fold, self.refit = cv_fold, refit
         self.root, self.outcomes, self.label, self.hours = Path(path), outcomes, label, hours
         self.variables = None if variables is None else list(variables)
         self.split_seed, self.fractions = split_seed, (1 - val_fraction - test_fraction, val_fraction, test_fraction)
@@ -469,7 +474,7 @@ class IcuStaysFolderData(IcuStaysData):
                 means[n], static[n] = _stay_grid(_observations(rows()), variables, self.hours)
             except ValueError as err:  # a bad ICUType
                 raise DataError(f"{where}: {err}; expected {RECORD_EXPECTED}") from None
-        split = self._split(y, ids, parts)
+        split = self._folded(self._split(y, ids, parts), y)
         self._build_sets({"means": means, "static_raw": static, "y": y, "ids": np.array(ids)}, split, variables,
                          self.hours)
         # In-hospital_death's classes as the PhysioNet 2012 cards name them, so a tag fine-tuned on the same outcome
@@ -477,6 +482,22 @@ class IcuStaysFolderData(IcuStaysData):
         self.num_classes = 2
         self.label_names = list(MORTALITY_CLASSES) if self.label == MORTALITY_LABEL else ["0", "1"]
         self.info.update(sizes=[len(split[p]) for p in PARTS], positive_rate=float(y.mean()))
+
+    def _folded(self, split: dict[str, np.ndarray], y: np.ndarray) -> dict[str, np.ndarray]:
+        """``split`` as ``cv_fold`` and ``refit`` make it; the folded stays are train then val (``pool_index``)."""
+        self.pool_index = np.concatenate([split["train"], split["val"]])
+        if self.cv_fold is not None:
+            from hub.crossval import fold_indices
+
+            k, index, seed = (int(v) for v in self.cv_fold)
+            fit, held = fold_indices("classification", y[self.pool_index], k=k, seed=seed,
+                                     warn=lambda line: None)[index]
+            split = {**split, "train": self.pool_index[fit], "val": self.pool_index[held]}
+            self.info["split"] += f"; fold {index} of {k} (seed {seed}) of the stays outside the test split"
+        if self.refit:
+            split = {**split, "train": np.concatenate([self.pool_index, split["test"]])}
+            self.info["split"] += "; refit: every stay trains (validation and test figures in-sample)"
+        return split
 
     def _split(self, y: np.ndarray, ids: list[str], parts: dict[str, str]) -> dict[str, np.ndarray]:
         """The folder's train/val/test subfolders (val: 1/8 of train, stratified, when absent), else a stratified
@@ -503,7 +524,7 @@ class IcuStaysFolderData(IcuStaysData):
 def icu_stays_folder(path: str, outcomes: str | None = None, label: str = MORTALITY_LABEL,
                      variables: list[str] | None = None, hours: int = HOURS, split_seed: int = 0,
                      val_fraction: float = 0.1, test_fraction: float = 0.2, batch_size: int = 64, num_workers: int = 0,
-                     seed: int = 0) -> IcuStaysFolderData:
+                     seed: int = 0, cv_fold: list[int] | None = None, refit: bool = False) -> IcuStaysFolderData:
     """A user's ICU stays held as PhysioNet 2012 holds them: a folder of ``<RecordID>.txt`` records
     (``Time,Parameter,Value`` rows, times ``HH:MM`` since admission; the descriptors Age, Gender, Height, ICUType,
     Weight as ``00:00`` rows), directly or in subfolders such as ``set-a/``, or one long table ``stays.csv``
@@ -512,6 +533,7 @@ def icu_stays_folder(path: str, outcomes: str | None = None, label: str = MORTAL
     ``variables`` (default: every time-series parameter found; given, as a card's, other parameters are dropped and
     listed in the run's card). Split: ``train/``, ``val/``, ``test/`` subfolders when present, else stratified by the
     label, ``val_fraction`` and ``test_fraction`` of the stays, ``split_seed``. The records are parsed at every setup
-    (4000 stays: seconds), not cached."""
+    (4000 stays: seconds), not cached. ``cv_fold`` and ``refit``: the fold runs and the refit of finetune's
+    cross-validated choice (:class:`IcuStaysFolderData`)."""
     return IcuStaysFolderData(path, outcomes, label, variables, hours, split_seed, val_fraction, test_fraction,
-                              batch_size=batch_size, num_workers=num_workers, seed=seed)
+                              cv_fold, refit, batch_size=batch_size, num_workers=num_workers, seed=seed)

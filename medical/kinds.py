@@ -44,6 +44,7 @@ from hub.recipe import (
 )
 from medical.baselines import (
     coxph_on_run_split,
+    icu_cross_validation,
     kept_survival_risk,
     logistic_regression_on_run_split,
     logistic_regression_outputs,
@@ -349,6 +350,11 @@ class IcuStaysKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return logistic_regression_on_run_split(run_dir)
+
+    def cross_validation(self, run_dir) -> CrossValidation | None:
+        """Folds of a user's stays outside the test split, the logistic regression out of fold, the refit on every
+        stay (:func:`medical.baselines.icu_cross_validation`); None for PhysioNet 2012's folds."""
+        return icu_cross_validation(run_dir)
 
     def baseline_outputs(self, card, path: str) -> np.ndarray:
         """The kept logistic regression's class probabilities (1, 2) for the record file at ``path``, from the

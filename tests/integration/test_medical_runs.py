@@ -72,7 +72,7 @@ def test_cli_trains_an_icu_family_from_scratch_on_a_folder_of_records(tmp_path, 
     """``attnhub finetune tfcam --data FOLDER``: the stays' own three variables define the input; the logistic
     regression on stay summaries is fitted on the same split and kept beside the run's metrics."""
     folder = _icu_folder(tmp_path / "stays")
-    assert main(["finetune", family, "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+    assert main(["finetune", family, "--data", str(folder), "--output-dir", str(tmp_path / "runs"), "--cv-folds", "0",
                  "trainer.max_epochs=2", "trainer.accelerator=cpu", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "LogisticRegression on the same split: test/auroc" in out
@@ -101,7 +101,7 @@ def test_tag_finetune_on_icu_records_drops_and_reports_unknown_variables(tmp_pat
 
     folder = _icu_folder(tmp_path / "stays", n=40, variables=("HR", "MeanBP", "Lactate"))
     run, entry = finetune("tfcam.physionet2012", str(folder), ["trainer.max_epochs=1", "trainer.accelerator=cpu"],
-                          str(tmp_path / "runs"), progress=False, policy="full")
+                          str(tmp_path / "runs"), progress=False, policy="full", cv_folds=0)
     card = hub.model_card(str(run))
     assert card.data["unknown_variables_dropped"] == ["MeanBP"]
     assert "MAP" in card.data["variables_never_observed"] and "HR" not in card.data["variables_never_observed"]
@@ -137,7 +137,7 @@ def test_icu_run_predicting_with_its_logistic_regression_refuses_it_tampered(tmp
     predictor naming --model-only; a tampered baseline.skops is refused."""
     folder = _icu_folder(tmp_path / "stays")
     assert main(["finetune", "tfcam", "--data", str(folder), "--output-dir", str(tmp_path / "runs"), "--predictor",
-                 "baseline", "--no-progress", *ICU_FAST]) == 0
+                 "baseline", "--cv-folds", "0", "--no-progress", *ICU_FAST]) == 0
     out = capsys.readouterr().out
     run = Path(out.split("run folder: ")[1].split()[0])
     entry, card = json.loads((run / "metrics.json").read_text())["predictor"], hub.model_card(str(run))
@@ -171,7 +171,8 @@ def test_icu_blend_run_predicts_the_weighted_mean_of_model_and_logistic_regressi
     from hub.finetune import finetune
 
     folder = _icu_folder(tmp_path / "stays")
-    run, _ = finetune("tfcam", str(folder), ICU_FAST, str(tmp_path / "runs"), progress=False, predictor="blend")
+    run, _ = finetune("tfcam", str(folder), ICU_FAST, str(tmp_path / "runs"), progress=False, predictor="blend",
+                      cv_folds=0)
     card = hub.model_card(str(run))
     weight = card.predictor["weight"]
     assert card.predictor["chosen"] == json.loads((run / "metrics.json").read_text())["predictor"]["chosen"] == "blend"
@@ -184,3 +185,18 @@ def test_icu_blend_run_predicts_the_weighted_mean_of_model_and_logistic_regressi
     ours = (logits.double() / card.calibration.get("temperature", 1.0)).softmax(-1).numpy()
     expected = weight * ours + (1 - weight) * _pipeline_probabilities(run, records)
     np.testing.assert_allclose(_predicted_probabilities(tmp_path / "x.csv", card.label_names), expected, atol=1e-6)
+
+
+def test_a_small_stays_folder_chooses_by_folds_and_refits_on_every_stay(tmp_path, capsys):
+    """Issue 68 on ICU stays: below 5,000 stays the predictor is chosen on folds of the stays outside the test split
+    (the logistic regression out of fold), then model and choice are refitted on every stay; predict reads a record."""
+    folder = _icu_folder(tmp_path / "stays")  # 60 stays: 42 train, 6 val, 12 test
+    assert main(["finetune", "tfcam", "--data", str(folder), "--output-dir", str(tmp_path / "runs"), "--cv-folds", "3",
+                 "--no-progress", *ICU_FAST]) == 0
+    out = capsys.readouterr().out
+    assert "3 fold runs of the model and one refit on every labelled item" in out
+    run = Path(out.split("run folder: ")[-1].split()[0])
+    entry = json.loads((run / "metrics.json").read_text())["predictor"]
+    assert entry["selection"] == "cross-validation" and entry["folds"] == 3 and entry["items"] == 48
+    assert hub.model_card(str(run)).data["sizes"] == [60, 6, 12]  # every stay trains
+    assert main(["predict", str(run), str(folder / "140003.txt"), "--no-progress"]) == 0
