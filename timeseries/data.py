@@ -602,14 +602,20 @@ class LaserDegradationData(DegradationPathData):
     Args:
         test_units: lasers held out for testing (``benchmarks.laser_degradation`` leaves each of the 15 out).
         val_units: lasers held out to watch training (may be empty: no validation split).
+        val_fraction: given, this fraction of the lasers that are not tested is drawn for validation with
+            ``split_seed`` instead of ``val_units`` (the held-out units of cross-fitted intervals,
+            :mod:`hub.uncertainty.cross_conformal`).
+        split_seed: seed of that draw.
         **kwargs: those of :class:`DegradationPathData`."""
 
     measure, time_column, threshold = "current_increase_pct", "hours", LASER_INFO["failure_threshold"]
 
-    def __init__(self, test_units: list[int] | None = None, val_units: list[int] | None = None, **kwargs):
+    def __init__(self, test_units: list[int] | None = None, val_units: list[int] | None = None,
+                 val_fraction: float | None = None, split_seed: int = 0, **kwargs):
         super().__init__(**kwargs)
         self.test_units = [5, 10, 15] if test_units is None else list(test_units)
         self.val_units = [4, 9] if val_units is None else list(val_units)
+        self.val_fraction, self.split_seed = val_fraction, split_seed
         self.info = dict(LASER_INFO)
 
     def load(self):
@@ -620,17 +626,22 @@ class LaserDegradationData(DegradationPathData):
         unknown = sorted(set(self.test_units + self.val_units) - set(units))
         if unknown:
             raise DataError(f"laser_degradation has lasers {sorted(units)}; test_units/val_units name {unknown}")
+        if self.val_fraction is not None:
+            train, val = split_units([u for u in units if u not in self.test_units], self.val_fraction,
+                                     self.split_seed)
+            return train, val, self.test_units
         train = [u for u in units if u not in self.test_units + self.val_units]
         return train, self.val_units, self.test_units
 
 
 @register_dataset(task="degradation-forecast")
 def laser_degradation(window: int = 4, horizon: int = 4, test_units: list[int] | None = None,
-                      val_units: list[int] | None = None, batch_size: int = 32, num_workers: int = 0,
-                      seed: int = 0) -> LaserDegradationData:
-    """Meeker & Escobar's 15 GaAs lasers (% current increase every 250 h), windows split by laser."""
-    return LaserDegradationData(test_units, val_units, window=window, horizon=horizon, batch_size=batch_size,
-                                num_workers=num_workers, seed=seed)
+                      val_units: list[int] | None = None, val_fraction: float | None = None, split_seed: int = 0,
+                      batch_size: int = 32, num_workers: int = 0, seed: int = 0) -> LaserDegradationData:
+    """Meeker & Escobar's 15 GaAs lasers (% current increase every 250 h), windows split by laser
+    (:class:`LaserDegradationData`: ``val_fraction`` draws the validation lasers instead of ``val_units``)."""
+    return LaserDegradationData(test_units, val_units, val_fraction, split_seed, window=window, horizon=horizon,
+                                batch_size=batch_size, num_workers=num_workers, seed=seed)
 
 
 class DegradationUnitsData(DegradationPathData):

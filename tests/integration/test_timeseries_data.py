@@ -226,6 +226,10 @@ def test_laser_degradation_windows_split_by_laser_and_card_spec():
     assert data.output_names[-1] == "level_plus_1000h"
     with pytest.raises(DataError, match="name \\[16\\]"):
         get_dataset_entry("laser_degradation").builder(test_units=[16]).setup()
+    drawn = get_dataset_entry("laser_degradation").builder(val_fraction=0.25, split_seed=1)  # cross-fitting's split
+    drawn.setup()
+    val = drawn.info["units"]["val"]
+    assert len(val) == 3 and not set(val) & {5, 10, 15} and len(drawn.val_set) == 30
 
 
 def test_shipped_laser_tag_reproduces_its_card_and_rolls_a_path_to_the_threshold():
