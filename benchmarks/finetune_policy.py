@@ -20,7 +20,17 @@ Cells (every test split fixed per cell, never trained on, the same for every see
   ``train/``) at 100, 1,000 and 3,000 per class (all of ``train_rest/``: the issue's 5,000 would need images the tag
   was trained on), tested on 200 per class of the official test split;
 - breastmnist: BreastMNIST's scans at 100 per class and all 546, from the same tag, tested on the official 156.
+- breastmnist_cct: the same BreastMNIST folders (100 per class and all 546) fine-tuned from ``cct_4_3x2_32.cifar10``,
+  a compact convolutional transformer of timm Blocks, so that the memory-token policy (issue 66) is compared with the
+  probe, LP-FT and the full fine-tune from the same source (CoaT is not of timm Blocks).
 Results accumulate in ``benchmarks/results/finetune_policy.json`` (one entry per cell and seed, written after each).
+
+``--policies memory`` trains these policies too, beside ``auto``'s candidates, in each cell and seed (a cell and seed
+already in the results file keeps its candidates and gains the new ones: the runs are not repeated), with the
+parameters each candidate trains (``parameters``: trained and total, per policy):
+
+    HUB_DATA_DIR=../shared/data OMP_NUM_THREADS=1 python -m benchmarks.finetune_policy audio breastmnist_cct \
+        --policies memory --seeds 0 1
 """
 from __future__ import annotations
 
@@ -38,6 +48,7 @@ import pandas as pd
 from hub.data import local_copy
 from hub.finetune import finetune
 from hub.io import atomic_write_bytes
+from hub.models import load
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "finetune_policy.json"
@@ -47,12 +58,60 @@ AUDIO_SOURCE = "RUN (ast_tiny pretrained on FSDD digits 0-4, seed 0)"  # the aud
 
 
 def run_cell(cell: dict, source: str, data: Path, seed: int, work: Path, overrides: list[str] = (),
-             source_name: str | None = None, **options) -> dict:
+             source_name: str | None = None, policies: tuple[str, ...] = (), **options) -> dict:
     """``finetune(source, data, policy="auto")`` for one seed, plus the previous default where ``auto`` did not train
     it; returns the cell's entry: each candidate's validation and test metric, epochs, seconds, the chosen policy,
-    the baseline's test metric. ``source_name`` stands for a run folder ``source`` in the entry (no machine path)."""
+    the baseline's test metric. ``source_name`` stands for a run folder ``source`` in the entry (no machine path).
+    ``policies`` are trained too, each its own run, added to the candidates (not to ``auto``'s choice); where the
+    results file has the cell and seed already, only they are trained, into its stored entry."""
     out = work / "runs"
     args = [*overrides, "trainer.accelerator=cpu", f"seed={seed}"]
+    stored = _stored(cell["cell"], seed)
+    entry = stored if stored is not None else _auto_entry(cell, source, data, seed, out, args, source_name, **options)
+    for policy in policies:
+        if policy in entry["candidates"]:
+            continue
+        run_dir, _ = finetune(source, str(data), args, str(out), progress=False, policy=policy, **options)
+        kept = json.loads((run_dir / "metrics.json").read_text())["policy"]["candidates"][policy]
+        entry["candidates"][policy] = {**_candidate(run_dir, kept, entry["metric"]), **trained_parameters(run_dir)}
+    if policies:
+        whole = trained_parameters(load(source, num_classes=entry["rule"]["classes"]))
+        probe = trained_parameters(load(source, num_classes=entry["rule"]["classes"]), classifier_only=True)
+        for policy, candidate in entry["candidates"].items():
+            candidate.update({} if policy == "memory" else probe if policy == "linear-probe" else whole)
+    return entry
+
+
+def _stored(cell: str, seed: int) -> dict | None:
+    """The results file's entry of ``cell`` and ``seed``, if any."""
+    rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    return next((r for r in rows if (r["cell"], r["seed"]) == (cell, seed)), None)
+
+
+def trained_parameters(model, classifier_only: bool = False) -> dict[str, int]:
+    """``{"trained_params", "params"}``: the parameters a policy trains and all of the model it gives. ``model``: a
+    run folder of memory tokens (its wrapper's own tensors train, not the frozen ``model.``), or the source model with
+    the new task's classifier: whole (full fine-tunes, LP-FT) or, ``classifier_only``, its family's classifier (a
+    linear probe)."""
+    from hub.core.registry import get_model_entry
+
+    if isinstance(model, Path):
+        model = load(model)
+    named = dict(model.named_parameters())
+    if model.pretrained_cfg.memory_tokens:
+        trained = [n for n in named if not n.startswith("model.")]
+    elif classifier_only:
+        prefix = get_model_entry(model.pretrained_cfg.family).classifier + "."
+        trained = [n for n in named if (n + ".").startswith(prefix)]
+    else:
+        trained = list(named)
+    return {"trained_params": sum(named[n].numel() for n in trained),
+            "params": sum(p.numel() for p in named.values())}
+
+
+def _auto_entry(cell: dict, source: str, data: Path, seed: int, out: Path, args: list[str],
+                source_name: str | None, **options) -> dict:
+    """The entry of ``auto``'s candidates and the previous default (:func:`run_cell`)."""
     started = time.time()
     run_dir, entry = finetune(source, str(data), args, str(out), progress=False, **options)
     seconds = time.time() - started
@@ -83,7 +142,7 @@ def _save(entry: dict) -> None:
     atomic_write_bytes(RESULTS, (json.dumps(rows, indent=1) + "\n").encode())
 
 
-def tables(work: Path, seeds: list[int]):
+def tables(work: Path, seeds: list[int], policies: tuple[str, ...] = ()):
     """Adult's published test rows and the churn table at 500, 5,000 and all rows, each with 2,000 test rows more."""
     from tabular.data import ADULT_COLUMNS
 
@@ -105,10 +164,11 @@ def tables(work: Path, seeds: list[int]):
             for seed in seeds:
                 yield run_cell(cell, "mlp.adult", path, seed, work,
                                [f"data.args.test_fraction={test_fraction:.6f}",
-                                f"data.args.val_fraction={0.15 * rows / len(table):.6f}"], target=target)
+                                f"data.args.val_fraction={0.15 * rows / len(table):.6f}"], target=target,
+                               policies=policies)
 
 
-def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150)):
+def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150), policies: tuple[str, ...] = ()):
     """FSDD digits 5-9 at ``sizes`` clips per digit, from ast_tiny pretrained on digits 0-4 (one run, seed 0)."""
     from hub.run.train import train
 
@@ -129,10 +189,10 @@ def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150)):
             shutil.copyfile(path, folder / path.name)
         cell = {"cell": f"FSDD digits 5-9, {per_digit} clips per digit", "domain": "audio", "size": per_digit}
         for seed in seeds:
-            yield run_cell(cell, str(source), root, seed, work, source_name=AUDIO_SOURCE)
+            yield run_cell(cell, str(source), root, seed, work, source_name=AUDIO_SOURCE, policies=policies)
 
 
-def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 3000)):
+def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 3000), policies: tuple[str, ...] = ()):
     """CIFAR-10 ``train_rest/`` images at ``sizes`` per class, tested on 200 per class of the official test split."""
     cifar = local_copy("cifar10", "train_rest", "test")
     for per_class in sizes:
@@ -145,21 +205,30 @@ def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 30
                     shutil.copyfile(path, target / path.name)
         cell = {"cell": f"CIFAR-10 train_rest, {per_class} per class", "domain": "images", "size": per_class}
         for seed in seeds:
-            yield run_cell(cell, "coat_lite_micro_32.cifar10_20k", root, seed, work)
+            yield run_cell(cell, "coat_lite_micro_32.cifar10_20k", root, seed, work, policies=policies)
 
 
-def breastmnist(work: Path, seeds: list[int], sizes: tuple[int | None, ...] = (100, None)):
+def breastmnist(work: Path, seeds: list[int], sizes: tuple[int | None, ...] = (100, None),
+                policies: tuple[str, ...] = (),
+                source: str = "coat_lite_micro_32.cifar10_20k"):
     """BreastMNIST as PNG class folders (:func:`benchmarks.user_data.breastmnist_folders`) at ``sizes`` training
     scans per class (None: all 546, 147 malignant), the official validation (78) and test (156) scans, fine-tuned
-    from ``coat_lite_micro_32.cifar10_20k``: grey ultrasound scans, far from the source's photos."""
+    from ``source`` (``coat_lite_micro_32.cifar10_20k``): grey ultrasound scans, far from the source's photos. The
+    cells of another source are named after it."""
     from benchmarks.user_data import breastmnist_folders
 
     for per_class in sizes:
         root = breastmnist_folders(work / f"breastmnist_{per_class or 'all'}", per_class)
-        cell = {"cell": f"BreastMNIST, {f'{per_class} per class' if per_class else 'all 546'} training scans",
+        name = f"BreastMNIST, {f'{per_class} per class' if per_class else 'all 546'} training scans"
+        cell = {"cell": name if source == "coat_lite_micro_32.cifar10_20k" else f"{name}, from {source}",
                 "domain": "images", "size": per_class or 546}
         for seed in seeds:
-            yield run_cell(cell, "coat_lite_micro_32.cifar10_20k", root, seed, work)
+            yield run_cell(cell, source, root, seed, work, policies=policies)
+
+
+def breastmnist_cct(work: Path, seeds: list[int], policies: tuple[str, ...] = ()):
+    """The BreastMNIST cells from ``cct_4_3x2_32.cifar10`` (of timm Blocks: memory tokens apply)."""
+    return breastmnist(work, seeds, policies=policies, source="cct_4_3x2_32.cifar10")
 
 
 def report() -> str:
@@ -193,19 +262,22 @@ def _spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("domains", nargs="*", help="cells to run: tables, audio, images, breastmnist")
+    parser.add_argument("domains", nargs="*", help="cells to run: tables, audio, images, breastmnist, breastmnist_cct")
     parser.add_argument("--work", type=Path, help="folder for the written datasets and the runs (default: a temp)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--image-sizes", type=int, nargs="+", default=[100, 1000, 3000],
                         help="images per class of the image cells")
     parser.add_argument("--audio-sizes", type=int, nargs="+", default=[15, 50, 150],
                         help="clips per digit of the audio cells")
+    parser.add_argument("--policies", nargs="+", default=[], choices=["memory"],
+                        help="train these policies too in each cell and seed (added to a stored entry)")
     parser.add_argument("--report", action="store_true", help="print the markdown table of the results file")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="finetune_policy_"))
     for domain in args.domains:
         options = {"images": {"sizes": tuple(args.image_sizes)}, "audio": {"sizes": tuple(args.audio_sizes)}}.get(
             domain, {})
+        options["policies"] = tuple(args.policies)
         for entry in globals()[domain](work / domain, args.seeds, **options):
             _save(entry)
             print(json.dumps({k: entry[k] for k in ("cell", "seed", "chosen", "seconds")}), flush=True)
