@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results" / "finetune_policy.json"
 TABLE_TEST_ROWS = 2000  # rows appended to each table cell as its test split
 PREVIOUS_DEFAULT = "full-recipe-lr"
+ADDED_POLICIES = ("memory",)  # trained beside auto's candidates (--policies), reported apart (added_report)
 AUDIO_SOURCE = "RUN (ast_tiny pretrained on FSDD digits 0-4, seed 0)"  # the audio cells' source, named without its path
 
 
@@ -173,7 +174,7 @@ def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150), 
     from hub.run.train import train
 
     recordings = local_copy("fsdd", "recordings") / "recordings"
-    pretrained = sorted((work / "pretrain").glob("*/metrics.json"))
+    pretrained = sorted((work / "pretrain").rglob("metrics.json"))  # train writes pretrain/RECIPE/RUN/
     source = pretrained[0].parent if pretrained else train(
         str(REPO / "recipes/audio/ast_tiny_fsdd_digits_0_4.yaml"), ["seed=0", f"output_dir={work / 'pretrain'}"],
         progress=False)
@@ -243,7 +244,7 @@ def report() -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cell, entries in cells.items():
         metric = entries[0]["metric"]
-        names = list(entries[0]["candidates"])
+        names = [p for p in entries[0]["candidates"] if p not in ADDED_POLICIES]
         text = "; ".join(f"{p} {_spread([e['candidates'][p]['test'] for e in entries])} "
                          f"({_spread([e['candidates'][p]['val'] for e in entries])}), "
                          f"{'/'.join(str(e['candidates'][p]['epochs']) for e in entries)}" for p in names)
@@ -254,6 +255,38 @@ def report() -> str:
                      f"{_spread([e['baseline']['test'] for e in entries])} | "
                      f"{statistics.mean(e['seconds'] for e in entries) / 60:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def added_report(policy: str = "memory") -> str:
+    """The markdown table of the cells where ``policy`` was trained beside ``auto``'s candidates (``--policies``),
+    on the seeds it was: each policy's test metric, ``policy`` less the linear probe and less the full fine-tune at
+    the card's rate, the parameters each trains (count and share of the model it gives) and its minutes per run."""
+    rows = [r for r in json.loads(RESULTS.read_text()) if policy in r["candidates"]]
+    cells: dict[str, list[dict]] = {}
+    for row in rows:
+        cells.setdefault(row["cell"], []).append(row)
+    names = ["linear-probe", "lp-ft", "full-recipe-lr", policy]
+    lines = [f"| cell | source | seeds | test: {', '.join(names)} | {policy} − probe | {policy} − full | parameters "
+             f"trained: {', '.join(names)} | minutes per run: {', '.join(names)} |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for cell, entries in cells.items():
+        tests = {p: [e["candidates"][p]["test"] for e in entries] for p in names}
+        gain = {p: [m - b for m, b in zip(tests[policy], tests[p])] for p in ("linear-probe", "full-recipe-lr")}
+        first = entries[0]["candidates"]
+        params = ", ".join(f"{first[p]['trained_params']:,} "
+                           f"({100 * first[p]['trained_params'] / first[p]['params']:.2g}%)" for p in names)
+        minutes = ", ".join(f"{statistics.mean(e['candidates'][p]['seconds'] for e in entries) / 60:.1f}"
+                            for p in names)
+        lines.append(f"| {cell} | {entries[0]['source']} | {', '.join(str(e['seed']) for e in entries)} | "
+                     f"{entries[0]['metric']}: {', '.join(_spread(tests[p]) for p in names)} | "
+                     f"{_signed(gain['linear-probe'])} | {_signed(gain['full-recipe-lr'])} | {params} | {minutes} |")
+    return "\n".join(lines) + "\n"
+
+
+def _signed(values: list[float]) -> str:
+    """Differences in points (of a [0, 1] metric), mean and spread over seeds: ``+4.1 ± 1.2``."""
+    mean = 100 * statistics.mean(values)
+    return f"{mean:+.1f}" + (f" ± {100 * statistics.stdev(values):.1f}" if len(values) > 1 else "")
 
 
 def _spread(values: list[float]) -> str:
@@ -269,7 +302,7 @@ def main() -> None:
                         help="images per class of the image cells")
     parser.add_argument("--audio-sizes", type=int, nargs="+", default=[15, 50, 150],
                         help="clips per digit of the audio cells")
-    parser.add_argument("--policies", nargs="+", default=[], choices=["memory"],
+    parser.add_argument("--policies", nargs="+", default=[], choices=ADDED_POLICIES,
                         help="train these policies too in each cell and seed (added to a stored entry)")
     parser.add_argument("--report", action="store_true", help="print the markdown table of the results file")
     args = parser.parse_args()
@@ -283,6 +316,7 @@ def main() -> None:
             print(json.dumps({k: entry[k] for k in ("cell", "seed", "chosen", "seconds")}), flush=True)
     if args.report:
         print(report())
+        print(added_report())
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ class MemoryTokens(nn.Module):
                 hook.remove()
         token = self.cls_token.expand(inputs[0].shape[0], -1, -1)  # (B, 1, D)
         for block, tokens, memory in zip(self.model.blocks, inputs, self.memory):
-            context = torch.cat([tokens, memory.expand(len(tokens), -1, -1), token], dim=1)  # (B, N + m + 1, D)
+            context = torch.cat([tokens, memory.expand(tokens.shape[0], -1, -1), token], dim=1)  # (B, N + m + 1, D)
             token = token + block.drop_path1(block.ls1(_single_query_attention(block.attn, block.norm1(context))))
             token = token + block.drop_path2(block.ls2(block.mlp(block.norm2(token))))
         return source, self.head(self.model.norm(token)[:, 0])
