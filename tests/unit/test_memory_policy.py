@@ -17,7 +17,7 @@ from hub.cli import build_parser
 from hub.deploy.predict import file_predictions
 from hub.deploy.tasks import task_model
 from hub.errors import HubError
-from hub.finetune import finetune_recipe
+from hub.finetune import POLICIES, auto_candidates, finetune_recipe
 from hub.recipe import recipe_from_dict
 from hub.run.folder import write_model
 
@@ -149,3 +149,11 @@ def test_a_family_without_timm_blocks_is_refused_naming_those_that_qualify():
     assert all(tag in text for tag in ("vit_digits.sklearn", "cct_4_3x2_32.cifar10", "ast_tiny.fsdd"))
     with pytest.raises(HubError, match="at least 1"):
         finetune_recipe(NAME, "mine", policy="memory", memory_tokens=0)
+
+
+def test_auto_does_not_train_memory_tokens():
+    """The grid's decision (benchmarks/results/finetune_policy.md): memory tokens are asked for by name, never one of
+    auto's candidates, at any size, with or without a classifier."""
+    assert "memory" in POLICIES
+    for per_class in (1, 15, 50, 150, 5000):
+        assert "memory" not in auto_candidates(per_class, True) + auto_candidates(per_class, False)
