@@ -137,9 +137,11 @@ def _candidate(run_dir: Path, entry: dict, metric: str) -> dict:
 
 
 def _save(entry: dict) -> None:
-    """Append ``entry`` to the results file, replacing an earlier entry of the same cell and seed."""
+    """Append ``entry`` to the results file, or put it in the place of an earlier entry of the same cell and seed."""
     rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
-    rows = [r for r in rows if (r["cell"], r["seed"]) != (entry["cell"], entry["seed"])] + [entry]
+    key = (entry["cell"], entry["seed"])
+    at = next((i for i, r in enumerate(rows) if (r["cell"], r["seed"]) == key), len(rows))
+    rows[at:at + 1] = [entry]
     atomic_write_bytes(RESULTS, (json.dumps(rows, indent=1) + "\n").encode())
 
 
@@ -273,14 +275,19 @@ def added_report(policy: str = "memory") -> str:
         tests = {p: [e["candidates"][p]["test"] for e in entries] for p in names}
         gain = {p: [m - b for m, b in zip(tests[policy], tests[p])] for p in ("linear-probe", "full-recipe-lr")}
         first = entries[0]["candidates"]
-        params = ", ".join(f"{first[p]['trained_params']:,} "
-                           f"({100 * first[p]['trained_params'] / first[p]['params']:.2g}%)" for p in names)
+        share = {p: _percent(first[p]["trained_params"] / first[p]["params"]) for p in names}
+        params = ", ".join(f"{first[p]['trained_params']:,} ({share[p]})" for p in names)
         minutes = ", ".join(f"{statistics.mean(e['candidates'][p]['seconds'] for e in entries) / 60:.1f}"
                             for p in names)
         lines.append(f"| {cell} | {entries[0]['source']} | {', '.join(str(e['seed']) for e in entries)} | "
                      f"{entries[0]['metric']}: {', '.join(_spread(tests[p]) for p in names)} | "
                      f"{_signed(gain['linear-probe'])} | {_signed(gain['full-recipe-lr'])} | {params} | {minutes} |")
     return "\n".join(lines) + "\n"
+
+
+def _percent(share: float) -> str:
+    """``0.5%``, ``0.044%``, ``100%``: two significant digits below 10%."""
+    return f"{100 * share:.2g}%" if share < 0.1 else f"{100 * share:.0f}%"
 
 
 def _signed(values: list[float]) -> str:
