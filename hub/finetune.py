@@ -14,7 +14,8 @@ examples (rows, a graph's labelled nodes, sensor units, forecast windows) as one
 candidate trains into its own run folder within its budget, said before training: its most epochs
 (:data:`MAX_EPOCHS`), its time (:data:`FINETUNE_BUDGET_MINUTES`), and early stopping on the validation loss that
 waits for a third of the epochs (:func:`stopping_for`); the one with the better validation metric is kept
-(:func:`choose_policy`). Training from scratch is not among ``auto``'s candidates.
+(:func:`choose_policy`). Training from scratch is not among ``auto``'s candidates, nor ``memory`` (learnable memory
+tokens on the frozen model, which keeps answering its own task: asked for by name, see :data:`AUTO_RULE`).
 """
 from __future__ import annotations
 

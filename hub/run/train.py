@@ -139,6 +139,9 @@ def _init_from(name: str, family: str, args: dict[str, Any],
 
     ref = resolve(name)
     card = model_card(ref)
+    if card.memory_tokens:  # its weights are a MemoryTokens wrapper's, not the family's
+        raise RecipeError(f"key 'model.init_from': {name} was fine-tuned by memory tokens; start from its source, "
+                          f"{card.memory_tokens['source']}")
     card_args = card.model_args
     changed = sorted(k for k, v in args.items() if k != "num_classes" and k in card_args and card_args[k] != v)
     relabelled = (args.get("num_classes") == card_args.get("num_classes") and bool(card.label_names)
