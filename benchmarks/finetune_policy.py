@@ -22,7 +22,9 @@ Cells (every test split fixed per cell, never trained on, the same for every see
 - breastmnist: BreastMNIST's scans at 100 per class and all 546, from the same tag, tested on the official 156.
 - breastmnist_cct: the same BreastMNIST folders (100 per class and all 546) fine-tuned from ``cct_4_3x2_32.cifar10``,
   a compact convolutional transformer of timm Blocks, so that the memory-token policy (issue 66) is compared with the
-  probe, LP-FT and the full fine-tune from the same source (CoaT is not of timm Blocks).
+  probe, LP-FT and the full fine-tune from the same source (CoaT is not of timm Blocks);
+- images_vit: the CIFAR-10 cells (100 per class by default) from ``vit_micro_patch4_32.cifar10``, trained on
+  ``train/`` alone, a ViT of timm Blocks: memory tokens on the source's own classes, new images.
 Results accumulate in ``benchmarks/results/finetune_policy.json`` (one entry per cell and seed, written after each).
 
 ``--policies memory`` trains these policies too, beside ``auto``'s candidates, in each cell and seed (a cell and seed
@@ -195,8 +197,10 @@ def audio(work: Path, seeds: list[int], sizes: tuple[int, ...] = (15, 50, 150), 
             yield run_cell(cell, str(source), root, seed, work, source_name=AUDIO_SOURCE, policies=policies)
 
 
-def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 3000), policies: tuple[str, ...] = ()):
-    """CIFAR-10 ``train_rest/`` images at ``sizes`` per class, tested on 200 per class of the official test split."""
+def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 3000), policies: tuple[str, ...] = (),
+           source: str = "coat_lite_micro_32.cifar10_20k"):
+    """CIFAR-10 ``train_rest/`` images at ``sizes`` per class, tested on 200 per class of the official test split,
+    from ``source`` (a tag trained on ``train/`` alone); the cells of another source than CoaT's are named after it."""
     cifar = local_copy("cifar10", "train_rest", "test")
     for per_class in sizes:
         root = work / f"cifar10_rest_{per_class}"
@@ -206,9 +210,17 @@ def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 30
                 target.mkdir(parents=True, exist_ok=True)
                 for path in sorted(folder.glob("*.jpg"))[:count]:
                     shutil.copyfile(path, target / path.name)
-        cell = {"cell": f"CIFAR-10 train_rest, {per_class} per class", "domain": "images", "size": per_class}
+        name = f"CIFAR-10 train_rest, {per_class} per class"
+        cell = {"cell": name if source == "coat_lite_micro_32.cifar10_20k" else f"{name}, from {source}",
+                "domain": "images", "size": per_class}
         for seed in seeds:
-            yield run_cell(cell, "coat_lite_micro_32.cifar10_20k", root, seed, work, policies=policies)
+            yield run_cell(cell, source, root, seed, work, policies=policies)
+
+
+def images_vit(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100,), policies: tuple[str, ...] = ()):
+    """The CIFAR-10 cells from ``vit_micro_patch4_32.cifar10`` (a ViT of timm Blocks trained on ``train/``'s 18,000
+    images: ``train_rest/`` is unseen by it), so that memory tokens meet the source's own task on new images."""
+    return images(work, seeds, sizes, policies, source="vit_micro_patch4_32.cifar10")
 
 
 def breastmnist(work: Path, seeds: list[int], sizes: tuple[int | None, ...] = (100, None),
@@ -302,7 +314,8 @@ def _spread(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("domains", nargs="*", help="cells to run: tables, audio, images, breastmnist, breastmnist_cct")
+    parser.add_argument("domains", nargs="*", help="cells to run: tables, audio, images, images_vit, breastmnist, "
+                        "breastmnist_cct")
     parser.add_argument("--work", type=Path, help="folder for the written datasets and the runs (default: a temp)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--image-sizes", type=int, nargs="+", default=[100, 1000, 3000],
@@ -315,8 +328,8 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="finetune_policy_"))
     for domain in args.domains:
-        options = {"images": {"sizes": tuple(args.image_sizes)}, "audio": {"sizes": tuple(args.audio_sizes)}}.get(
-            domain, {})
+        options = {"images": {"sizes": tuple(args.image_sizes)}, "images_vit": {"sizes": tuple(args.image_sizes)},
+                   "audio": {"sizes": tuple(args.audio_sizes)}}.get(domain, {})
         options["policies"] = tuple(args.policies)
         for entry in globals()[domain](work / domain, args.seeds, **options):
             _save(entry)
