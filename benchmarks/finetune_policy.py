@@ -204,8 +204,8 @@ def images(work: Path, seeds: list[int], sizes: tuple[int, ...] = (100, 1000, 30
     cifar = local_copy("cifar10", "train_rest", "test")
     for per_class in sizes:
         root = work / f"cifar10_rest_{per_class}"
-        for split, source, count in (("train", "train_rest", per_class), ("test", "test", 200)):
-            for folder in sorted((cifar / source).iterdir()):
+        for split, taken, count in (("train", "train_rest", per_class), ("test", "test", 200)):
+            for folder in sorted((cifar / taken).iterdir()):
                 target = root / split / folder.name
                 target.mkdir(parents=True, exist_ok=True)
                 for path in sorted(folder.glob("*.jpg"))[:count]:
