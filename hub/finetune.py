@@ -99,7 +99,8 @@ POLICY_CHANGES = {"linear-probe": PolicyChanges(freeze_backbone=True),
 # digit (benchmarks/results/finetune_policy.md) it reached 0.688 against LP-FT's 0.625, and its validation loss
 # (0.265, 0.562) was below LP-FT's (0.884, 0.779) on both seeds; small data makes the third run cheap. Memory tokens
 # are not a candidate: on the grid's cells where they apply (FSDD digits 5-9 from ast_tiny, BreastMNIST from
-# cct_4_3x2_32.cifar10) their validation loss was above the kept candidate's on every seed, so auto would have paid a
+# cct_4_3x2_32.cifar10, CIFAR-10 from vit_micro_patch4_32.cifar10) their validation loss was above the kept
+# candidate's on every seed, so auto would have paid a
 # fourth run to keep the same one; what they add is the source task kept bit for bit, which a user asks for by name
 # (--policy memory).
 AUTO_RULE = ((0, ("linear-probe", "lp-ft", "full-recipe-lr"), ("full",)),
