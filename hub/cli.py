@@ -117,7 +117,8 @@ def cmd_finetune(args) -> int:
     options = {option.name: getattr(args, option.name) for option in kind_options()}  # None: not given
     run_dir, comparison = finetune(args.name, args.data, args.overrides, args.output_dir, not args.no_progress,
                                    policy=args.policy, budget_minutes=args.budget_minutes, report=print,
-                                   predictor=args.predictor, cv_folds=args.cv_folds, **options)
+                                   predictor=args.predictor, cv_folds=args.cv_folds,
+                                   memory_tokens=args.memory_tokens, **options)
     if is_ddp_worker():
         _end_worker()
     summary = json.loads((run_dir / "metrics.json").read_text())
@@ -164,11 +165,12 @@ def _open_out(path: str | None):
 
 def cmd_predict(args) -> int:
     from hub.deploy.predict import check_table_input, for_inference, table_predictions, write_csv
+    from hub.deploy.tasks import task_model
     from hub.models import load
 
     if bool(args.files) == bool(args.data):
         raise HubError("give input FILES, or --data TABLE.csv for a tabular model (not both)")
-    model = for_inference(load(args.name))
+    model = for_inference(task_model(load(args.name), args.task, args.name))
     if not args.data:
         _print_file_predictions(model, args)
         return 0
@@ -342,12 +344,15 @@ def _add_finetune(sub, kind_options: bool = True) -> None:
                    "row-normalised when all are non-negative, data.args.normalize=true/false to force), ...")
     if kind_options:
         _add_kind_options(p)
-    p.add_argument("--policy", choices=("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr"),
+    p.add_argument("--policy", choices=("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr", "memory"),
                    default="auto",  # finetune.POLICIES
                    help="from a pretrained tag: 'linear-probe' trains the classifier alone; 'full' trains everything, "
                         "the backbone at a tenth of the learning rate (layer-wise decayed for timm models); 'lp-ft' "
                         "trains a linear probe, then the full fine-tune from it; 'full-recipe-lr' trains everything at "
-                        "the card's own learning rate; 'auto' (default) trains the linear probe and LP-FT (the full "
+                        "the card's own learning rate; 'memory' (transformers of timm Blocks: ViT, CCT, AST) freezes "
+                        "the whole model, which keeps answering its own task exactly, and trains memory tokens per "
+                        "block, a new class token and head for yours (predict --task new|source|both); 'auto' "
+                        "(default) trains the linear probe and LP-FT (the full "
                         "fine-tune for families without a classifier), and from 50 training examples per class "
                         "full-recipe-lr too, each in its own run folder, and keeps the best on the validation split. "
                         "Each run's budget is printed before training. A bare family trains from scratch")
@@ -363,6 +368,8 @@ def _add_finetune(sub, kind_options: bool = True) -> None:
                         "(stratified by class), then refit the choice on every labelled item for predict, serve "
                         "and export (default 5; the k fold runs and the refit are printed before they start); 0 "
                         "turns it off: the choice on the validation split")
+    p.add_argument("--memory-tokens", type=int, default=5, metavar="N",  # finetune.MEMORY_TOKENS
+                   help="--policy memory: learnable memory tokens per transformer block (default 5)")
     p.add_argument("--budget-minutes", type=float, default=30.0,  # finetune.FINETUNE_BUDGET_MINUTES
                    help="from a pretrained tag: each run's time budget in minutes (default 30)")
     p.add_argument("--output-dir", help="where the run folder goes (default ./runs)")
@@ -416,6 +423,10 @@ def _add_predict(sub) -> None:
     p.add_argument("--top-k", type=int, default=3, help="how many classes to print per file (default 3)")
     p.add_argument("--out", help="also write the predictions to this CSV file")
     p.add_argument("--batch-size", type=int, default=256, help="files per forward pass (default 256)")
+    p.add_argument("--task", choices=("new", "source", "both"), default="new",  # hub.deploy.tasks.TASKS
+                   help="a run fine-tuned with --policy memory answers two tasks: 'new' (default) its own classes, "
+                        "'source' the classes of the model it started from (its outputs unchanged), 'both' the new "
+                        "task's columns then the source's (source_class_1, source_prob_1, ...) from one forward pass")
     p.add_argument("--interval-level", type=float, help="regression and forecasts: the coverage of the interval "
                    "written beside each output (<output>_lower_90, <output>_upper_90), one the card holds: 0.8, 0.9 "
                    "(default) or 0.95")

@@ -14,7 +14,8 @@ examples (rows, a graph's labelled nodes, sensor units, forecast windows) as one
 candidate trains into its own run folder within its budget, said before training: its most epochs
 (:data:`MAX_EPOCHS`), its time (:data:`FINETUNE_BUDGET_MINUTES`), and early stopping on the validation loss that
 waits for a third of the epochs (:func:`stopping_for`); the one with the better validation metric is kept
-(:func:`choose_policy`). Training from scratch is not among ``auto``'s candidates.
+(:func:`choose_policy`). Training from scratch is not among ``auto``'s candidates, nor ``memory`` (learnable memory
+tokens on the frozen model, which keeps answering its own task: asked for by name, see :data:`AUTO_RULE`).
 """
 from __future__ import annotations
 
@@ -48,9 +49,12 @@ from hub.uncertainty.conformal import fit_predictor_run
 # (Kumar et al., ICLR 2022, "Fine-Tuning can Distort Pretrained Features and Underperform Out-of-Distribution"): the
 # same full fine-tune started from the linear probe's run, so that the backbone is not pulled about by the gradients
 # of a random classifier in the first steps; and full-recipe-lr, a full fine-tune at the card's own learning rate
-# (the backbone's too, not layer-wise decayed).
-POLICIES = ("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr")
+# (the backbone's too, not layer-wise decayed); and memory (Sandler et al., CVPR 2022, "Fine-tuning Image Transformers
+# using Learnable Memory"; hub.attention.memory_tokens): the whole model frozen, answering its own task bit for bit,
+# while a few learnable tokens per block, a new class token and a new head learn the data's task at the card's rate.
+POLICIES = ("auto", "linear-probe", "full", "lp-ft", "full-recipe-lr", "memory")
 LAYER_DECAY = 0.75  # BEiT's
+MEMORY_TOKENS = 5  # memory tokens per block of the memory policy, unless finetune is given another (Sandler et al.'s)
 
 
 @dataclass(frozen=True)
@@ -62,10 +66,14 @@ class PolicyChanges:
     # optimizer.layer_decay: True gives LAYER_DECAY to a model whose layers timm orders (its group_matcher; others
     # keep the card's), False none
     layer_decay: bool | None = None
+    memory: bool = False  # model.memory_tokens: the model frozen whole, the data's task learnt by memory tokens
 
-    def applied(self, recipe: Recipe, name: ModelRef) -> Recipe:
-        """``recipe`` with these changes; ``name`` (the pretrained tag) is built, untrained, to find its layers."""
+    def applied(self, recipe: Recipe, name: ModelRef, memory_tokens: int = MEMORY_TOKENS) -> Recipe:
+        """``recipe`` with these changes; ``name`` (the pretrained tag) is built, untrained, to find its layers.
+        ``memory_tokens``: the tokens per block where the policy learns by memory tokens."""
         model, optimizer = recipe.model, recipe.optimizer
+        if self.memory:
+            model = model.replace(memory_tokens=memory_tokens)
         if self.freeze_backbone is not None:
             model = model.replace(freeze_backbone=self.freeze_backbone)
         if self.backbone_lr_scale is not None:
@@ -80,7 +88,8 @@ class PolicyChanges:
 POLICY_CHANGES = {"linear-probe": PolicyChanges(freeze_backbone=True),
                   "full": PolicyChanges(backbone_lr_scale=0.1, layer_decay=True),
                   "lp-ft": PolicyChanges(backbone_lr_scale=0.1, layer_decay=True),
-                  "full-recipe-lr": PolicyChanges(backbone_lr_scale=1.0, layer_decay=False)}
+                  "full-recipe-lr": PolicyChanges(backbone_lr_scale=1.0, layer_decay=False),
+                  "memory": PolicyChanges(memory=True, backbone_lr_scale=1.0, layer_decay=False)}
 # auto's candidates by training examples per class (a classifier's training examples over its classes; else all its
 # training examples as one class): (from this many per class, the candidates of a family with a classifier, those of
 # one without); the last row the data reaches applies. A linear probe and LP-FT suit small data; on a medium image
@@ -88,11 +97,16 @@ POLICY_CHANGES = {"linear-probe": PolicyChanges(freeze_backbone=True),
 # its card's learning rate and 0.562 with LP-FT, whose backbone at a tenth of it was still underfitting. A
 # classifier's full fine-tune at the recipe's rate is a candidate at every size: on FSDD digits 5-9 at 15 clips per
 # digit (benchmarks/results/finetune_policy.md) it reached 0.688 against LP-FT's 0.625, and its validation loss
-# (0.265, 0.562) was below LP-FT's (0.884, 0.779) on both seeds; small data makes the third run cheap.
+# (0.265, 0.562) was below LP-FT's (0.884, 0.779) on both seeds; small data makes the third run cheap. Memory tokens
+# are not a candidate: on the grid's cells where they apply (FSDD digits 5-9 from ast_tiny, BreastMNIST from
+# cct_4_3x2_32.cifar10, CIFAR-10 from vit_micro_patch4_32.cifar10) their validation loss was above the kept
+# candidate's on every seed, so auto would have paid a
+# fourth run to keep the same one; what they add is the source task kept bit for bit, which a user asks for by name
+# (--policy memory).
 AUTO_RULE = ((0, ("linear-probe", "lp-ft", "full-recipe-lr"), ("full",)),
              (50, ("linear-probe", "lp-ft", "full-recipe-lr"), ("full", "full-recipe-lr")))
 # each run's most epochs: the card's own max_epochs, at most these (a linear probe trains a few thousand weights)
-MAX_EPOCHS = {"linear-probe": 30, "full": 60, "lp-ft": 60, "full-recipe-lr": 60}
+MAX_EPOCHS = {"linear-probe": 30, "full": 60, "lp-ft": 60, "full-recipe-lr": 60, "memory": 60}
 FINETUNE_BUDGET_MINUTES = 30.0  # each run's time budget (trainer.max_minutes), unless finetune is given another
 FINETUNE_MONITOR = "val/loss"  # unless the card's recipe names its own (see finetune_recipe)
 
@@ -166,7 +180,8 @@ def count_training_data(recipe: Recipe) -> dict[str, Any]:
 
 def finetune_recipe(name: str | ModelRef, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
                     policy: str = "full", probe: Path | None = None,
-                    budget_minutes: float | None = FINETUNE_BUDGET_MINUTES, **options) -> Recipe:
+                    budget_minutes: float | None = FINETUNE_BUDGET_MINUTES, memory_tokens: int = MEMORY_TOKENS,
+                    **options) -> Recipe:
     """The recipe that fine-tunes ``name`` on the data at ``data``. A pretrained tag or run folder keeps its card's
     resolved recipe, with a data section reading ``data``, ``model.init_from: name``, no weight EMA, the ``policy``'s
     changes (:data:`POLICY_CHANGES`) and its budget: the card's max_epochs, at most the policy's
@@ -184,6 +199,7 @@ def finetune_recipe(name: str | ModelRef, data: str, overrides: list[str] | None
         probe: ``"lp-ft"`` starts from this run folder, ``name``'s linear probe on the same data (other policies
             take none).
         budget_minutes: the run's time budget (None: no limit).
+        memory_tokens: memory tokens per block of the ``"memory"`` policy (:func:`check_memory_tokens` first).
         **options: ``target``, ``task``, ``time``, ``event``, ``genes``, ...: to the data section when given.
     """
     ref = resolve(name)
@@ -195,6 +211,8 @@ def finetune_recipe(name: str | ModelRef, data: str, overrides: list[str] | None
         if (policy == "lp-ft") != (probe is not None):
             raise HubError(f"the fine-tune policy {policy!r} " + ("needs the linear probe's run folder (probe)"
                                                                    if probe is None else "starts from no probe"))
+        if POLICY_CHANGES[policy].memory:
+            check_memory_tokens(ref, memory_tokens)
         card = model_card(ref)
         if not card.recipe.get("resolved"):
             raise HubError(f"the card of {ref} holds no recipe to fine-tune from")
@@ -211,9 +229,29 @@ def finetune_recipe(name: str | ModelRef, data: str, overrides: list[str] | None
             model=recipe.model.replace(init_from=str(probe) if probe is not None else ref.name),
             trainer=trainer.replace(max_epochs=min(trainer.max_epochs, MAX_EPOCHS[policy]), ema_decay=None,
                                     monitor=trainer.monitor or FINETUNE_MONITOR, max_minutes=budget_minutes))
-        recipe = POLICY_CHANGES[policy].applied(recipe, ref)
+        recipe = POLICY_CHANGES[policy].applied(recipe, ref, memory_tokens)
         recipe = _with_stopping(recipe, _overridden(recipe, overrides, ref).trainer.max_epochs)
     return _overridden(recipe.replace(output_dir=output_dir or "runs"), overrides, ref)
+
+
+def check_memory_tokens(name: ModelRef, tokens_per_layer: int) -> None:
+    """Raise, before any training, unless ``name`` can learn by memory tokens: a transformer of timm Blocks (ViT,
+    CCT, AST), not itself a memory-token run, and ``tokens_per_layer`` >= 1; the error lists the pretrained tags that
+    can."""
+    from hub.attention.memory_tokens import fits_memory_tokens
+    from hub.core.registry import list_models
+
+    if tokens_per_layer < 1:
+        raise HubError(f"--memory-tokens {tokens_per_layer}: expected at least 1 token per block")
+    card = model_card(name)
+    if card.memory_tokens:
+        raise HubError(f"{name} was fine-tuned by memory tokens already; start from its source, "
+                       f"{card.memory_tokens['source']}")
+    model = load(name, pretrained=False)
+    if not fits_memory_tokens(model):
+        fit = [tag for tag in list_models(pretrained=True) if fits_memory_tokens(load(tag, pretrained=False))]
+        raise HubError(f"--policy memory needs a transformer of timm Blocks (ViT, CCT, AST); {card.family} "
+                       f"({type(model).__name__}) is not one. Pretrained tags that can: {', '.join(fit)}")
 
 
 def _overridden(recipe: Recipe, overrides: list[str] | None, name: ModelRef) -> Recipe:
@@ -331,7 +369,7 @@ def still_improving_line(policy: str, entry: dict[str, Any], recipe: Recipe) -> 
 def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None, output_dir: str | None = None,
              progress: bool = True, policy: str = "auto", budget_minutes: float | None = FINETUNE_BUDGET_MINUTES,
              report: Callable[[str], None] | None = None, predictor: str = "auto", cv_folds: int = CV_FOLDS,
-             **options) -> tuple[Path, dict | None]:
+             memory_tokens: int = MEMORY_TOKENS, **options) -> tuple[Path, dict | None]:
     """Train :func:`finetune_recipe` into a new run folder, then fit the input kind's classical baseline on the same
     split (:func:`compare_with_baseline`). For a pretrained tag, each candidate policy trains into its own run folder
     and the one :func:`choose_policy` picks is kept, with the choice under ``policy`` in its ``metrics.json``
@@ -357,6 +395,7 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
             (``InputKind.cross_validation``), the predictor is chosen by ``cv_folds``-fold cross-validation and
             refitted on every labelled item (:func:`choose_by_folds`; the refit's run folder is returned); 0 turns
             this off (the choice on the validation split).
+        memory_tokens: memory tokens per block of the ``"memory"`` policy.
         **options: to the data section (:func:`finetune_recipe`).
 
     Returns:
@@ -373,7 +412,8 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
         if is_ddp_worker():
             return run_dir, None
     else:
-        make = partial(finetune_recipe, ref, data, overrides, output_dir, budget_minutes=budget_minutes, **options)
+        make = partial(finetune_recipe, ref, data, overrides, output_dir, budget_minutes=budget_minutes,
+                       memory_tokens=memory_tokens, **options)
         say = report if report is not None and not is_ddp_worker() else _silent
         run_dir = _train_candidates(make, ref, policy, progress, say)
         if is_ddp_worker():

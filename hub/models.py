@@ -44,7 +44,7 @@ def load_from_card(card: PretrainedCfg, pretrained: bool = True, num_classes: in
     reset_head = num_classes is not None and num_classes != card_classes
     if num_classes is not None:
         args["num_classes"] = num_classes
-    model = create_model(card.family, **args)
+    model = _memory_model(card, args) if card.memory_tokens else create_model(card.family, **args)
     if pretrained:
         if card.local_file is not None and card.local_file.is_file():
             path = card.local_file
@@ -64,6 +64,16 @@ def load_from_card(card: PretrainedCfg, pretrained: bool = True, num_classes: in
         model.eval()
     model.pretrained_cfg = card
     return model
+
+
+def _memory_model(card: PretrainedCfg, args: dict) -> torch.nn.Module:
+    """The untrained :class:`~hub.attention.memory_tokens.MemoryTokens` of a run fine-tuned by memory tokens (its
+    card's ``memory_tokens``): the source family with the source task's classes, wrapped for the new task's."""
+    from hub.attention.memory_tokens import MemoryTokens
+
+    memory = card.memory_tokens
+    source = create_model(card.family, **{**args, "num_classes": memory["source_num_classes"]})
+    return MemoryTokens(source, args["num_classes"], memory["tokens_per_layer"])
 
 
 def _load_timm(arch: str, pretrained: bool, num_classes: int | None, **model_args) -> torch.nn.Module:

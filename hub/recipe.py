@@ -51,6 +51,9 @@ class ModelSection(_Strict):
     init_from: str | None = None  # a pretrained tag or run folder whose weights start the training
     # train the classifier alone (the family's classifier prefix), the rest frozen: a linear probe
     freeze_backbone: bool = False
+    # learnable memory tokens (hub.attention.memory_tokens): the init_from model frozen whole, answering its own task
+    # as before, and this many tokens per block with a new class token and head trained for the data's task; None: off
+    memory_tokens: int | None = Field(None, ge=1)
 
 
 class DataSection(_Strict):

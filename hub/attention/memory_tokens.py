@@ -40,13 +40,13 @@ class MemoryTokens(nn.Module):
 
     def __init__(self, model: nn.Module, num_classes: int, tokens_per_layer: int = 5):
         super().__init__()
-        blocks = list(getattr(model, "blocks", []))
-        if not blocks or not hasattr(model, "norm") or not all(_is_timm_block(b) for b in blocks):
+        if not fits_memory_tokens(model):
             raise HubError(f"memory tokens need a transformer of timm Blocks under .blocks with a final .norm; "
                            f"{type(model).__name__} is not one")
         if tokens_per_layer < 1:
             raise HubError(f"tokens_per_layer must be >= 1, got {tokens_per_layer}")
         self.model = model.requires_grad_(False)
+        blocks = list(model.blocks)
         dim = blocks[0].norm1.normalized_shape[0]
         self.num_features, self.tokens_per_layer = dim, tokens_per_layer
         self.memory = nn.Parameter(torch.zeros(len(blocks), tokens_per_layer, dim))
@@ -72,7 +72,7 @@ class MemoryTokens(nn.Module):
                 hook.remove()
         token = self.cls_token.expand(inputs[0].shape[0], -1, -1)  # (B, 1, D)
         for block, tokens, memory in zip(self.model.blocks, inputs, self.memory):
-            context = torch.cat([tokens, memory.expand(len(tokens), -1, -1), token], dim=1)  # (B, N + m + 1, D)
+            context = torch.cat([tokens, memory.expand(tokens.shape[0], -1, -1), token], dim=1)  # (B, N + m + 1, D)
             token = token + block.drop_path1(block.ls1(_single_query_attention(block.attn, block.norm1(context))))
             token = token + block.drop_path2(block.ls2(block.mlp(block.norm2(token))))
         return source, self.head(self.model.norm(token)[:, 0])
@@ -82,6 +82,13 @@ class MemoryTokens(nn.Module):
 
     def extra_repr(self) -> str:
         return f"tokens_per_layer={self.tokens_per_layer}, blocks={len(self.memory)}"
+
+
+def fits_memory_tokens(model: nn.Module) -> bool:
+    """Whether :class:`MemoryTokens` can extend ``model``: timm ``Block`` s under ``model.blocks``, a final
+    ``model.norm``."""
+    blocks = list(getattr(model, "blocks", []))
+    return bool(blocks) and hasattr(model, "norm") and all(_is_timm_block(b) for b in blocks)
 
 
 def _is_timm_block(block: nn.Module) -> bool:

@@ -34,7 +34,11 @@ class PretrainedCfg:
     file of their statistics with its sha256, and the test split's false-alarm rate. ``predictor``
     (:mod:`hub.predictor`) says whether ``predict`` uses the model, the input kind's classical baseline or their blend
     (its weight), chosen on the validation split, with the baseline's file and its sha256 and each member's metrics;
-    empty: the model.
+    empty: the model. ``memory_tokens`` (:mod:`hub.attention.memory_tokens`), for a run fine-tuned by learnable memory
+    tokens: ``policy`` (``memory``), the ``source`` it froze (a tag, or a run folder's portable path), its
+    ``tokens_per_layer``, and the source task's ``source_label_names`` and ``source_calibration``; the weights are
+    then the wrapper's, the frozen source under ``model.``, and ``model_args`` the source family's with the new task's
+    ``num_classes``. Empty: a model as its family builds it.
     """
 
     name: str
@@ -56,6 +60,7 @@ class PretrainedCfg:
     calibration: dict[str, Any] = field(default_factory=dict)  # hub.uncertainty: temperature or intervals, figures
     ood: dict[str, Any] = field(default_factory=dict)  # hub.uncertainty.ood: scores, threshold, sidecar
     predictor: dict[str, Any] = field(default_factory=dict)  # hub.predictor: model, baseline or blend, and its file
+    memory_tokens: dict[str, Any] = field(default_factory=dict)  # the source task kept by memory tokens (above)
     card_dir: str = ""  # where the card was read from; not written
 
     @property

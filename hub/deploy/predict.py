@@ -18,6 +18,7 @@ from typing import IO, Iterable, Iterator
 import torch
 
 from hub.datafiles import read_csv_frame
+from hub.deploy.tasks import SOURCE_PREFIX, BothTasks
 from hub.errors import HubError
 from hub.kinds import InputForm, kind_of, predict_logits
 from hub.predictor import blend_of, member_name
@@ -80,6 +81,16 @@ def prediction_cells(logits: torch.Tensor, card, k: int,
     return value_cells(predicted_values(logits, card), card, k, interval_level)
 
 
+def source_cells(model, k: int) -> tuple[list[str], list[list[str]]] | None:
+    """The source task's columns (header prefixed ``source_``, and per input its top-k classes and probabilities) of
+    the inputs ``model`` ran on since the last call, where ``model`` answers both tasks of a memory-token run
+    (:class:`hub.deploy.tasks.BothTasks`); else None."""
+    if not isinstance(model, BothTasks):
+        return None
+    header, cells = prediction_cells(model.take_source(), model.source_cfg, k)
+    return [f"{SOURCE_PREFIX}{column}" for column in header], cells
+
+
 def predictor_mix(card, paths: list[str]):
     """``mix(values, flagged=None) -> values`` of the card's predictor (:mod:`hub.predictor`), called on the model's
     :func:`predicted_values` of each batch that its input kind's reader yields for ``paths``, in order: the
@@ -138,9 +149,11 @@ def row_predictors(card, flagged: list[bool] | None, count: int) -> list[str] | 
 def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: int = 3,
                      interval_level: float | None = None) -> Iterator[Batch]:
     """Per batch of ``files``: the header (``file``, then :func:`prediction_cells`'s) and one row per file, its
-    name then its cells, of the card's predictor (:func:`predictor_mix`), then the OOD columns, then, where the card
-    keeps a guard, the ``predictor`` that answered the row (:func:`row_predictors`). ``model``: a loaded hub model
-    (its ``pretrained_cfg`` says how to read the files)."""
+    name then its cells, of the card's predictor (:func:`predictor_mix`), then, for a memory-token run answering both
+    tasks, the source task's (:func:`source_cells`), then the OOD columns, then, where the card keeps a guard, the
+    ``predictor`` that answered the row (:func:`row_predictors`). ``model``: a loaded hub model (its
+    ``pretrained_cfg`` says how to read the files), or a task of a memory-token run
+    (:func:`hub.deploy.tasks.task_model`)."""
     card = model.pretrained_cfg
     kind_of(card)  # the kind registered (its domain's kinds module) before the OOD scorer looks it up
     files = list(files)
@@ -153,6 +166,8 @@ def file_predictions(model, files: Iterable[str], batch_size: int = 256, top_k: 
                 flagged = None if ood is None else [cell[-1] == "True" for cell in ood]
                 values = mix(predicted_values(logits, card), flagged)
                 header, cells = value_cells(values, card, top_k, interval_level)
+                if (source := source_cells(model, top_k)) is not None:  # --task both: the source task's too
+                    header, cells = [*header, *source[0]], [[*c, *s] for c, s in zip(cells, source[1])]
                 if ood is not None:  # one per model input; a traffic window gives a row per sensor
                     per_input = len(cells) // max(len(ood), 1)
                     header, cells = [*header, *OOD_HEADER], [[*c, *ood[i // per_input]] for i, c in enumerate(cells)]

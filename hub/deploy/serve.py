@@ -6,13 +6,15 @@
 - ``POST /predict``: for a model of input files (images, WAV files, sensor CSVs, ...) a multipart upload of the
   files (``curl -F files=@digit.png ...``); for a table model (an input kind of form ``InputForm.ROWS``) a JSON body
   ``{"rows": [{column: value, ...}, ...]}`` or a multipart upload of one CSV file. The answer is
-  ``{"model": NAME, "sha256": ..., "kind": ..., "calibrated": bool, "predictions": [...]}``, one object per
+  ``{"model": NAME, "sha256": ..., "kind": ..., "task": ..., "calibrated": bool, "predictions": [...]}``, one object per
   prediction with the columns of ``attnhub predict --out``'s CSV, typed: ``file`` (the uploaded file's name) or
   ``row`` (an integer), then ``class_1`` (text), ``prob_1`` (a number), ... (``?top_k=3``) or the card's output
   names (numbers); for a table ``prediction`` and ``proba_<class>``; ``ood_score`` (a number) and ``ood`` (a boolean)
-  where the card has OOD statistics. One response model per input kind (``ImagePredictResponse``, ...), so
-  ``/docs`` shows the schema. Bad input is answered with HTTP 422 and the :class:`~hub.errors.HubError`'s text,
-  naming the uploaded file; a malformed request with HTTP 400.
+  where the card has OOD statistics. ``?task=source`` or ``?task=both`` asks a run fine-tuned by memory tokens
+  (``finetune --policy memory``) for its source model's classes, or for both tasks' columns, the source's prefixed
+  ``source_`` (:mod:`hub.deploy.tasks`; ``task`` in the answer says which). One response model per input kind
+  (``ImagePredictResponse``, ...), so ``/docs`` shows the schema. Bad input is answered with HTTP 422 and the
+  :class:`~hub.errors.HubError`'s text, naming the uploaded file; a malformed request with HTTP 400.
 - ``POST /explain``: one uploaded file; the figures of ``attnhub explain`` for it (PNG as a data URL, and beside each
   the attention map ``X.npy`` and its ``X.json`` when the kind writes them), or HTTP 422 saying why there are none.
 - ``GET /models``: the model the server holds, its input kind and its card. ``GET /health``: liveness and counters.
@@ -67,11 +69,13 @@ from hub.deploy.predict import (
     file_predictions,
     for_inference,
     predicted_values,
+    prediction_cells,
     predictor_mix,
     row_predictors,
     table_predictions,
     value_cells,
 )
+from hub.deploy.tasks import SOURCE_PREFIX, TASKS, BothTasks, task_model
 from hub.errors import DataError, HubError
 from hub.kinds import InputForm, kind_of, kinds_supporting, predict_logits
 from hub.predictor import blend_of
@@ -257,6 +261,8 @@ class BatchingPredictor:
     def _batched(self, jobs: list[Job]) -> list[list[dict[str, str]]]:
         """One model call over the inputs of all ``jobs`` (kinds of one prediction per file)."""
         names, logits, ood_cells, mix = self._logits(jobs)
+        both = isinstance(self.model, BothTasks)  # ?task=both: the source task's logits of the same inputs
+        source = self.model.take_source() if both else None
         flagged = [cell[-1] == "True" for cell in ood_cells] if self.scorer is not None else None
         values = mix(predicted_values(logits, self.card), flagged)  # the card's predictor's
         answered = row_predictors(self.card, flagged, len(values))  # where the card keeps a guard
@@ -264,6 +270,10 @@ class BatchingPredictor:
         for job in jobs:
             end = start + job.size
             header, cells = value_cells(values[start:end], self.card, job.top_k)
+            if source is not None:
+                theirs, their_cells = prediction_cells(source[start:end], self.model.source_cfg, job.top_k)
+                header = [*header, *(f"{SOURCE_PREFIX}{column}" for column in theirs)]
+                cells = [[*c, *t] for c, t in zip(cells, their_cells)]
             if self.scorer is not None:
                 header, cells = [*header, *OOD_HEADER], [[*c, *o] for c, o in zip(cells, ood_cells[start:end])]
             if answered is not None:
@@ -298,7 +308,8 @@ def typed_row(row: dict[str, str], classifier: bool) -> dict[str, Any]:
             typed[column] = int(cell)
         elif column == "ood":
             typed[column] = cell == "True"
-        elif column == "file" or column.startswith("class_") or (column == "prediction" and classifier):
+        elif column == "file" or column.startswith(("class_", f"{SOURCE_PREFIX}class_")) or (
+                column == "prediction" and classifier):
             typed[column] = cell
         else:
             typed[column] = float(cell)
@@ -341,6 +352,9 @@ def response_models(card, kind: str, form: InputForm, ood: bool):
         model=(str, Field(description="the model's name, as serve was started with")),
         sha256=(str, Field(description="sha256 of the served weights (the card's)")),
         kind=(str, Field(description="the model's input kind")),
+        task=(str, Field("new", description="the task answered (?task=): new; for a run fine-tuned with --policy "
+                                            "memory also source (the source model's classes) or both (the new "
+                                            "task's columns, then the source's prefixed source_)")),
         calibrated=(bool, Field(description="probabilities are temperature-scaled on held-out data")),
         predictions=(list[row], ...))
     return row, response
@@ -446,17 +460,22 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
         raise _missing_package(err) from None
     from contextlib import asynccontextmanager
 
-    predictor = BatchingPredictor(model, max_batch_size, max_wait_ms, limits.max_queue)
+    # one batching predictor per task the model answers (hub.deploy.tasks): "new" alone, but for a memory-token run
+    # also "source" and "both"
+    tasks = TASKS if model.pretrained_cfg.memory_tokens else TASKS[:1]
+    predictors = {task: BatchingPredictor(task_model(model, task, name), max_batch_size, max_wait_ms,
+                                          limits.max_queue) for task in tasks}
+    predictor = predictors["new"]
     card = predictor.card
     row_model, response_model = response_models(card, predictor.kind, predictor.form, predictor.scorer is not None)
-    classifier = bool(card.label_names)
 
     @asynccontextmanager
     async def lifespan(app):
-        worker = asyncio.create_task(predictor.work())
+        workers = [asyncio.create_task(p.work()) for p in predictors.values()]
         yield
-        worker.cancel()
-        predictor.decoders.shutdown(wait=False)
+        for worker, each in zip(workers, predictors.values()):
+            worker.cancel()
+            each.decoders.shutdown(wait=False)
 
     app = FastAPI(title=f"attnhub serve {name}", lifespan=lifespan)
     app.add_middleware(UploadLimit, max_bytes=limits.max_upload_bytes)
@@ -507,9 +526,13 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
               dependencies=[Depends(authorized)],
               responses={413: {"description": "body over --max-upload-mb"}, 503: {"description": "queue full"},
                          504: {"description": "over --timeout-s"}, 401: {"description": "token missing or wrong"}})
-    async def predict(request: Request, top_k: int = 3):
+    async def predict(request: Request, top_k: int = 3, task: str = "new"):
         if top_k < 1:
             return refuse(400, f"top_k must be >= 1, got {top_k}")
+        if task not in predictors:
+            return refuse(400, f"task {task!r}: {name} answers {list(predictors)}" + (
+                "" if task in TASKS else f"; expected one of {list(TASKS)}"))
+        predictor = predictors[task]
         folder = None if predictor.in_memory else Path(tempfile.mkdtemp(prefix="attnhub-serve-"))
         try:
             try:
@@ -531,9 +554,9 @@ def build_app(model, name: str, max_batch_size: int = 64, max_wait_ms: float = 1
                 log.exception("request failed")
                 return refuse(500, job.client_text(f"{type(err).__name__}: {err}"))
             # built as the response model says (the schema at /docs), sent without validating it again per request
-            return JSONResponse({"model": name, "sha256": card.sha256, "kind": predictor.kind,
-                                 "calibrated": "temperature" in card.calibration,
-                                 "predictions": [typed_row(row, classifier) for row in rows]})
+            return JSONResponse({"model": name, "sha256": card.sha256, "kind": predictor.kind, "task": task,
+                                 "calibrated": "temperature" in predictor.card.calibration,
+                                 "predictions": [typed_row(row, bool(predictor.card.label_names)) for row in rows]})
         finally:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import yaml
 
-from hub.core.cards import PretrainedCfg, portable_data, portable_recipe, write_card
+from hub.core.cards import PretrainedCfg, portable_data, portable_path, portable_recipe, write_card
 from hub.core.registry import get_model_entry
 from hub.core.weights import save_state_dict, sha256_bytes
 from hub.errors import TrainingError
@@ -90,7 +90,24 @@ def make_card(recipe: Recipe, datamodule, model: torch.nn.Module, weights: bytes
         data=portable_data({"name": recipe.data.name, "args": recipe.data.args, **datamodule.info}),
         recipe=portable_recipe({"path": recipe_path, "overrides": list(overrides or []), "resolved": recipe.to_dict()}),
         metrics={k: {"mean": v, "std": 0.0, "n": 1, "values": [v]} for k, v in metrics.items()},
+        memory_tokens=memory_section(recipe, model),
     )
+
+
+def memory_section(recipe: Recipe, model: torch.nn.Module) -> dict[str, Any]:
+    """The card's ``memory_tokens`` of a run fine-tuned by memory tokens (``model.memory_tokens``; else empty): the
+    source it froze (a run folder's path made portable), the tokens per block, and what answering the source task
+    needs: its classes, their number and its temperature."""
+    if not recipe.model.memory_tokens:
+        return {}
+    source = model.model.pretrained_cfg  # the card hub.models.load gave the frozen source model
+    name = recipe.model.init_from
+    temperature = source.calibration.get("temperature")
+    return {"policy": "memory", "source": portable_path(name) if Path(name).is_absolute() else name,
+            "tokens_per_layer": recipe.model.memory_tokens,
+            "source_num_classes": source.model_args.get("num_classes"),
+            "source_label_names": list(source.label_names),
+            "source_calibration": {} if temperature is None else {"temperature": temperature}}
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:

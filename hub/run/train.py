@@ -75,7 +75,10 @@ def build_model(recipe: Recipe, datamodule) -> torch.nn.Module:
                               f"has {name}={value}")
         args[name] = value
     fresh: set[str] = set()
-    if recipe.model.init_from:
+    if recipe.model.memory_tokens:
+        model = _memory_from(recipe.model.init_from, args, recipe.model.memory_tokens)
+        model.train()
+    elif recipe.model.init_from:
         model, fresh = _init_from(recipe.model.init_from, recipe.model.name, args, datamodule.label_names)
         model.train()
     else:
@@ -136,6 +139,9 @@ def _init_from(name: str, family: str, args: dict[str, Any],
 
     ref = resolve(name)
     card = model_card(ref)
+    if card.memory_tokens:  # its weights are a MemoryTokens wrapper's, not the family's
+        raise RecipeError(f"key 'model.init_from': {name} was fine-tuned by memory tokens; start from its source, "
+                          f"{card.memory_tokens['source']}")
     card_args = card.model_args
     changed = sorted(k for k, v in args.items() if k != "num_classes" and k in card_args and card_args[k] != v)
     relabelled = (args.get("num_classes") == card_args.get("num_classes") and bool(card.label_names)
@@ -159,6 +165,32 @@ def _init_from(name: str, family: str, args: dict[str, Any],
         log.warning("%s: trained on classes %s, the data has %s; classifier '%s' trained fresh", name,
                     card.label_names, list(label_names), classifier)
     return model, set(own) - set(kept)
+
+
+def _memory_from(name: str | None, args: dict[str, Any], tokens_per_layer: int) -> torch.nn.Module:
+    """The pretrained ``name`` frozen whole inside :class:`~hub.attention.memory_tokens.MemoryTokens`, with
+    ``tokens_per_layer`` memory tokens per block and a new class token and head for the data's classes. The source
+    model is loaded as its card built it: data that would change another of its arguments than ``num_classes`` (other
+    input channels, another size) raises, since the source task must keep its outputs."""
+    from hub.attention.memory_tokens import MemoryTokens
+    from hub.models import load, model_card
+    from hub.names import resolve
+
+    if not name:
+        raise RecipeError("key 'model.memory_tokens': memory tokens extend a pretrained model; set model.init_from")
+    ref = resolve(name)
+    card = model_card(ref)
+    if card.memory_tokens:
+        raise RecipeError(f"key 'model.memory_tokens': {name} was itself fine-tuned by memory tokens; start from its "
+                          f"source, {card.memory_tokens['source']}")
+    changed = {k: v for k, v in args.items() if k != "num_classes" and k in card.model_args and card.model_args[k] != v}
+    if changed:
+        raise RecipeError(f"key 'model.memory_tokens': the data changes {changed} of {name} (its card: "
+                          f"{ {k: card.model_args[k] for k in changed} }); memory tokens keep the source model as "
+                          "it is")
+    if not args.get("num_classes"):
+        raise RecipeError("key 'model.memory_tokens': memory tokens train a new classifier; the data has no classes")
+    return MemoryTokens(load(ref), args["num_classes"], tokens_per_layer)
 
 
 class EarlyStopping(pl.callbacks.EarlyStopping):

@@ -44,3 +44,32 @@ def test_auto_on_a_mid_size_folder_is_not_below_the_full_fine_tune_at_the_recipe
     noise = 2 * math.sqrt(full * (1 - full) / 797)  # two standard errors of a test accuracy on 797 images
     assert kept >= full - noise, (policy["chosen"], test)
     assert test["full-recipe-lr"] > test["linear-probe"]  # the task is new: the probe alone does not do it
+
+
+def test_memory_tokens_learn_the_new_task_and_keep_the_source_task(tmp_path, capsys):
+    """``--policy memory`` through training (issue 66): the kept run learns the rotated digits above chance, its
+    saved weights rebuild the memory-token wrapper, every source logit equals the tag's, and ``predict --task both``
+    prints both tasks' classes for each file."""
+    import torch
+
+    import hub
+    from hub.cli import main
+    from hub.kinds import kind_of
+
+    root = _rotated_digits(tmp_path / "digits", per_class=30)
+    run_dir, _ = finetune("vit_digits.sklearn", str(root), ["trainer.accelerator=cpu", "seed=0",
+                                                            "trainer.max_epochs=10"],
+                          str(tmp_path / "runs"), progress=False, policy="memory", memory_tokens=2, predictor="model")
+    summary = json.loads((run_dir / "metrics.json").read_text())
+    assert summary["policy"]["chosen"] == "memory" and summary["test"]["test/acc"] > 0.2  # chance: 0.1
+    card = hub.model_card(run_dir)
+    assert card.memory_tokens["source"] == "vit_digits.sklearn" and card.memory_tokens["tokens_per_layer"] == 2
+    files = sorted(str(p) for p in (root / "test").rglob("*.png"))[:64]
+    x = torch.stack([kind_of(card).transform(card)(f) for f in files])
+    with torch.inference_mode():
+        source, _ = hub.load(run_dir).forward_both(x)
+        assert torch.equal(source, hub.load("vit_digits.sklearn")(x))
+    capsys.readouterr()
+    assert main(["predict", str(run_dir), *files[:2], "--task", "both", "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and all(len(line.split()) >= 1 + 4 * 3 for line in lines)  # new and source top-3

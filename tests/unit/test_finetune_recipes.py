@@ -27,6 +27,7 @@ CASES: list[tuple[str, str, str, dict[str, Any]]] = [
     ("tag-full", "vit_digits.sklearn", "images", {"policy": "full"}),
     ("tag-lp-ft", "vit_digits.sklearn", "images", {"policy": "lp-ft", "probe": Path("runs/probe")}),
     ("tag-full-recipe-lr", "vit_digits.sklearn", "images", {"policy": "full-recipe-lr"}),
+    ("tag-memory", "vit_digits.sklearn", "images", {"policy": "memory", "memory_tokens": 3}),
     ("tag-full-overridden", "coat_lite_micro_32.cifar10_20k", "images", {
         "policy": "full", "overrides": ["trainer.max_epochs=12", "optimizer.lr=0.01", "optimizer.layer_decay=0.9"],
         "output_dir": "elsewhere", "budget_minutes": None}),
