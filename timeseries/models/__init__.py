@@ -1,2 +1,9 @@
 """The time-series model families, one per module (importing registers them)."""
-from timeseries.models import attention_gru, degradation_gru, rul_attention, testam, traffic_gru  # noqa: F401  (registers the families)
+from timeseries.models import (  # noqa: F401  (registers the families)
+    attention_gru,
+    degradation_gru,
+    pulse,
+    rul_attention,
+    testam,
+    traffic_gru,
+)
