@@ -83,12 +83,14 @@ def pulse_explanation(model: torch.nn.Module, x: torch.Tensor) -> Explanation:
         cross = model.attention_maps(x)["cross"].mean(1)[0]  # (F, F)
         bpm = float(probs @ model.bpm)
     labels = [f"{b:g}" for b in model.bpm.tolist()]
+    low, step = float(model.bpm[0]), float(model.bpm[1] - model.bpm[0])
     top = probs.topk(3).indices.tolist()
     details = {"bin_probability": dict(zip(labels, probs.tolist())),
                "likely_bpm_attends_to_acc_bpm": {labels[i]: labels[int(cross[i].argmax())] for i in top}}
     return Explanation((cross * probs[:, None]).numpy(), "cross-attention of the PPG's heart-rate bins over the "
                        "accelerometer's (mean over heads), rows weighted by the model's bin probability", output=bpm,
-                       labels=labels, axes=("PPG bin (BPM)", "accelerometer bin (BPM)"), details=details)
+                       labels=labels, axes=("PPG bin (BPM)", f"accelerometer bin (index i: {low:g} + {step:g} i BPM)"),
+                       details=details)
 
 
 def unit_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:

@@ -372,15 +372,14 @@ class PPGSeriesKind(InputKind):
 
     def predict(self, card, model, paths: Iterable[str],
                 batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
-        """Yield ``(["FILE:0s", "FILE:2s", ...], BPM (W, 1))`` per recording CSV, tracked where the model has bins."""
+        """Yield ``(["FILE:0s", "FILE:2s", ...], BPM (W, 1))`` per recording CSV, tracked where the model has bins.
+        A recording's windows go through the model in one call (the OOD scores read that call's inputs)."""
         prepare, spec = self.transform(card), self.spec(card)
         for path in paths:
             windows = prepare(path)  # (W, 5, T)
-            bpm = torch.cat([model(windows[i:i + batch_size]) for i in range(0, len(windows), batch_size)])
+            bpm = model(windows)  # (W, 1)
             if hasattr(model, "bin_logits"):
-                logits = torch.cat([model.bin_logits(windows[i:i + batch_size])
-                                    for i in range(0, len(windows), batch_size)])
-                tracked = track(logits.log_softmax(-1).numpy(), model.bpm.numpy())
+                tracked = track(model.bin_logits(windows).log_softmax(-1).numpy(), model.bpm.numpy())
                 bpm = torch.from_numpy(tracked).float()[:, None]
             yield [f"{path}:{i * spec.step_s:g}s" for i in range(len(windows))], bpm
 
@@ -439,4 +438,4 @@ class PPGSeriesKind(InputKind):
         troika_recipe = recipe_file("timeseries/pulse_troika.yaml")
         data = DataSection(name="ppg_recordings", args={"root": str(path), **{
             k: troika_recipe.data.args[k] for k in ("stretch", "batch_size")}})
-        return scratch_recipe(family, data, {}, start=troika_recipe)
+        return scratch_recipe(family, data, None, start=troika_recipe)
