@@ -825,7 +825,8 @@ class HeartRateData(HubDataModule):
                            "model_rate": MODEL_RATE, "window_s": WINDOW_S, "step_s": STEP_S,
                            "band_hz": list(BAND_HZ)}
         self.output_names = ["bpm"]
-        self.info = {**self.info, "recordings": {"train": train, "val": val, "test": test}}
+        self.info = {**self.info, "recordings": {"train": train, "val": val, "test": test},
+                     "samples": [sum(len(recordings[n][1]) for n in names) for names in (train, val, test)]}
         if not val or not test:
             self.info["held_out"] = ("none" if not val and not test else "test only" if test else "val only") + (
                 ": the splits without a recording of their own read the training windows (fit figures)")
