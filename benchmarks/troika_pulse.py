@@ -90,11 +90,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=None, help="epochs (default: the recipe's)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--out", default="troika_pulse", help="results name under benchmarks/results/")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
+    parser.add_argument("--merge", default=None,
+                        help="train nothing: comma-separated results names (runs of other seeds) merged into --out")
     parser.add_argument("--card", action="store_true",
                         help="train nothing: write the figures of the results' JSON into the pulse.troika card")
     options = parser.parse_args(argv)
     if options.card:
         write_card_metrics(json.loads((RESULTS / f"{options.out}.json").read_text()))
+        return
+    if options.merge:
+        parts = [json.loads((RESULTS / f"{name}.json").read_text()) for name in options.merge.split(",")]
+        rows = {name: {**row, **{key: [v for part in parts for v in part["recordings"][name][key]]
+                                 for key in ("pulse_window", "pulse_tracked")}}
+                for name, row in parts[0]["recordings"].items()}
+        options.epochs = parts[0]["epochs"]
+        write_tables(rows, sum(p["seeds"] for p in parts), options, sum(p.get("seconds", 0) for p in parts))
         return
     torch.set_num_threads(options.threads)
     held_out = options.recordings.split(",") if options.recordings else list(TROIKA_FILES)
@@ -107,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
         baseline = spectral_baseline(windows[held].numpy())
         rows[held] = {"windows": len(refs[held]), "spectral": float(np.abs(baseline - refs[held]).mean()),
                       "pulse_window": [], "pulse_tracked": []}
-    for seed in range(options.seeds):  # seeds outermost: the tables are written after each seed's 12 folds
+    # seeds outermost: the tables are written after each seed's 12 folds
+    for seed in range(options.first_seed, options.first_seed + options.seeds):
         for held in held_out:
             train = [n for n in recordings if n != held]
             seg = torch.cat([segments[n] for n in train])
@@ -118,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
             row["pulse_tracked"].append(float(np.abs(tracked - refs[held]).mean()))
             print(f"seed {seed}, {held}: spectral {row['spectral']:.2f}, PULSE {row['pulse_window'][-1]:.2f}, "
                   f"tracked {row['pulse_tracked'][-1]:.2f} ({time.perf_counter() - start:.0f} s)", flush=True)
-        write_tables(rows, seed + 1, options, time.perf_counter() - start)
+        write_tables(rows, seed + 1 - options.first_seed, options, time.perf_counter() - start)
 
 
 def write_tables(rows: dict, seeds: int, options, seconds: float) -> None:
@@ -150,7 +162,8 @@ def write_tables(rows: dict, seeds: int, options, seconds: float) -> None:
     for name, figure in ANCHORS.items():
         lines.append(f"| anchor: {name} | | | {figure} | |")
     text = "\n".join(lines) + "\n"
-    summary = {"protocol": "leave one recording out", "seeds": seeds, "epochs": epochs, "recordings": rows,
+    summary = {"protocol": "leave one recording out", "seeds": seeds, "epochs": epochs, "seconds": seconds,
+               "recordings": rows,
                "mean": {"spectral": spectral_mean, **{k: {"per_seed": v, "mean": float(np.mean(v)),
                                                           "std": float(np.std(v))} for k, v in per_seed.items()}},
                "anchors": ANCHORS}

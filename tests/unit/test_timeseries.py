@@ -465,11 +465,11 @@ def test_pulse_backward_reaches_every_parameter():
 
 
 def test_pulse_overfits_eight_windows():
+    """The regression output (the bins' mean heart rate) memorises 8 windows: its absolute error falls tenfold."""
     torch.manual_seed(0)
-    model = hub.create_model("pulse", **PULSE_TINY, dropout=0.0)
+    model = hub.create_model("pulse", **{**PULSE_TINY, "depth": 1}, dropout=0.0)
     x, bpm = _ppg_windows(8)
-    assert_overfits(model, lambda: model.loss(x, bpm)[0], steps=150, lr=3e-3, ratio=0.5)
-    assert (model.eval()(x)[:, 0] - bpm).abs().mean() < 5.0
+    assert_overfits(model, lambda: (model(x)[:, 0] - bpm).abs().mean(), steps=60, lr=1e-2, ratio=0.1)
 
 
 def test_pulse_cross_attention_matches_a_naive_reference():
