@@ -1,6 +1,6 @@
 """PULSE: heart rate from wrist PPG fused with the accelerometer by temporal convolutions and multi-head
-cross-attention (the seeds' 002 #36; Burrello et al.'s PULSE). Re-implemented from the abstract's description, with
-a spectral read-out of our choosing:
+cross-attention (the seeds' 002 #36, whose abstract reports a 7.56% lower MAE than the previous best on PPG-DaLiA).
+Built from the abstract's description, with a spectral read-out and tracking of our choosing (not the paper's):
 
 * one temporal-convolution encoder per sensor (PPG: 2 channels, accelerometer: 3), a few dilated 1-D convolutions
   over the window's samples (a learned filter bank, no pooling);
