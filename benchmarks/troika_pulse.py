@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> None:
                                  for key in ("pulse_window", "pulse_tracked")}}
                 for name, row in parts[0]["recordings"].items()}
         options.epochs = parts[0]["epochs"]
-        write_tables(rows, sum(p["seeds"] for p in parts), options, sum(p.get("seconds", 0) for p in parts))
+        command = (f"each seed's 12 folds in a process of its own (`--seeds 1 --first-seed K --out NAME`), merged by "
+                   f"`--merge {options.merge}`; the longest process took")
+        write_tables(rows, sum(p["seeds"] for p in parts), options, max(p["seconds"] for p in parts), command)
         return
     torch.set_num_threads(options.threads)
     held_out = options.recordings.split(",") if options.recordings else list(TROIKA_FILES)
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         write_tables(rows, seed + 1 - options.first_seed, options, time.perf_counter() - start)
 
 
-def write_tables(rows: dict, seeds: int, options, seconds: float) -> None:
+def write_tables(rows: dict, seeds: int, options, seconds: float, command: str | None = None) -> None:
     """The Markdown table and the JSON summary of the folds of ``seeds`` seeds."""
     per_seed = {key: [float(np.mean([rows[r][key][s] for r in rows])) for s in range(seeds)]
                 for key in ("pulse_window", "pulse_tracked")}
@@ -150,8 +152,8 @@ def write_tables(rows: dict, seeds: int, options, seconds: float) -> None:
              "largest PPG peak in 40-200 BPM that is not an accelerometer peak, per window. Anchors: published",
              "figures on these recordings by their own protocols (TROIKA tunes its signal processing on them; PPGnet",
              "is subject-independent).",
-             f"`HUB_DATA_DIR=../shared/data python -m benchmarks.troika_pulse --seeds {seeds}` ({seconds / 60:.0f} "
-             f"minutes at {options.threads} thread(s) on a 2-core CPU shared with other jobs)", "",
+             f"`HUB_DATA_DIR=../shared/data python -m benchmarks.troika_pulse --seeds {seeds}` ({command or 'it took'} "
+             f"{seconds / 60:.0f} minutes at {options.threads} thread(s) on a 2-core CPU shared with other jobs)", "",
              "| held-out recording | windows | spectral baseline | PULSE per window | PULSE tracked |",
              "| --- | ---: | ---: | ---: | ---: |"]
     for name, row in rows.items():
