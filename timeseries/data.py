@@ -752,7 +752,13 @@ def read_troika_recording(recording: str) -> tuple[np.ndarray, np.ndarray]:
 class StretchedWindows(EpochSeededDataset):
     """Training windows with time-stretch augmentation (:func:`timeseries.signals.stretch_windows`): each item read
     at a random speed factor in ``1 ± stretch``, its heart rate multiplied by the same factor, so the model sees heart
-    rates and step rates beyond its training recordings'. Items: (x (5, 200), bpm ())."""
+    rates and step rates beyond its training recordings'. Items: (x (5, 200), bpm ()).
+
+    Args:
+        segments: the windows' centred 10-s segments (W, 5, 250) (:func:`timeseries.signals.prepare_segments`).
+        bpm: their reference heart rates (W,).
+        stretch: the factor's largest distance from 1.
+        seed: with the epoch and the index, seeds each item's factor."""
 
     def __init__(self, segments: torch.Tensor, bpm: torch.Tensor, stretch: float, seed: int):
         self.segments, self.bpm, self.stretch, self.seed = segments, bpm, stretch, seed

@@ -40,7 +40,13 @@ from hub.errors import DataError
 
 
 class TemporalEncoder(nn.Module):
-    """Dilated temporal convolutions over one sensor's channels: (B, C, T) -> (B, dim, T)."""
+    """Dilated temporal convolutions over one sensor's channels: (B, C, T) -> (B, dim, T).
+
+    Args:
+        in_channels: the sensor's channels (C).
+        dim: channels of every convolution's output.
+        depth: convolutions, dilated 1, 2, 4, ...
+        kernel_size: their (odd) kernel; padding keeps T."""
 
     def __init__(self, in_channels: int, dim: int, depth: int, kernel_size: int):
         super().__init__()
@@ -60,7 +66,16 @@ class SpectralTokens(nn.Module):
     """A sensor's raw channels and encoder channels as one token per heart-rate bin.
 
     The DFT is a fixed pair of (T, F) cosine/sine buffers: ``torch.fft`` evaluates only its own grid and does not
-    export to ONNX, a matmul does both. Shapes: raw (B, C, T), encoded (B, D, T) -> (B, F, dim)."""
+    export to ONNX, a matmul does both.
+
+    Args:
+        channels: channels read as spectra (C).
+        dim: token width.
+        samples: samples per window (T).
+        rate: their sampling rate in Hz.
+        bpm: the heart rates (F,) at which the DFT is evaluated.
+
+    Shapes: signals (B, C, T) -> (B, F, dim)."""
 
     def __init__(self, channels: int, dim: int, samples: int, rate: float, bpm: torch.Tensor):
         super().__init__()
