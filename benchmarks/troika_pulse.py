@@ -79,7 +79,7 @@ def pulse_estimates(model, windows: torch.Tensor) -> tuple[np.ndarray, np.ndarra
 
 def mean_std(values) -> str:
     values = np.asarray(values, dtype=float)
-    return f"{values.mean():.2f} ± {values.std():.2f}" if len(values) > 1 else f"{values[0]:.2f}"
+    return f"{values.mean():.2f} ± {values.std(ddof=1):.2f}" if len(values) > 1 else f"{values[0]:.2f}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -146,12 +146,12 @@ def write_tables(rows: dict, seeds: int, options, seconds: float, command: str |
              "IEEE SPC 2015 training set (TROIKA): 12 treadmill runs, 2-channel wrist PPG and a 3-axis accelerometer",
              "at 125 Hz, the ECG's heart rate per 8-s window every 2 s. Each recording is held out in turn; the 11",
              f"others train `pulse` ({RECIPE}: {epochs} epochs, time-stretch 1 ± {recipe.data.args['stretch']}, no",
-             f"validation recording), {seeds} seed(s) per recording, mean ± std over the seeds. Mean absolute error",
-             "in BPM over the held-out recording's windows. 'Tracked': the model's heart-rate distributions followed",
-             "by a causal HMM filter (each estimate reads its window and the earlier ones). The spectral baseline: the",
-             "largest PPG peak in 40-200 BPM that is not an accelerometer peak, per window. Anchors: published",
-             "figures on these recordings by their own protocols (TROIKA tunes its signal processing on them; PPGnet",
-             "is subject-independent).",
+             f"validation recording), {seeds} seed(s) per recording, mean ± sample std over the seeds. Mean absolute",
+             "error in BPM over the held-out recording's windows. 'Tracked': the model's heart-rate distributions",
+             "followed by a causal HMM filter (each estimate reads its window and the earlier ones). The spectral",
+             "baseline: the largest PPG peak in 40-200 BPM that is not an accelerometer peak, per window. Anchors:",
+             "published figures on these recordings by their own protocols (TROIKA tunes its signal processing on",
+             "them; PPGnet is subject-independent).",
              f"`HUB_DATA_DIR=../shared/data python -m benchmarks.troika_pulse --seeds {seeds}` ({command or 'it took'} "
              f"{seconds / 60:.0f} minutes at {options.threads} thread(s) on a 2-core CPU shared with other jobs)", "",
              "| held-out recording | windows | spectral baseline | PULSE per window | PULSE tracked |",
@@ -167,7 +167,8 @@ def write_tables(rows: dict, seeds: int, options, seconds: float, command: str |
     summary = {"protocol": "leave one recording out", "seeds": seeds, "epochs": epochs, "seconds": seconds,
                "recordings": rows,
                "mean": {"spectral": spectral_mean, **{k: {"per_seed": v, "mean": float(np.mean(v)),
-                                                          "std": float(np.std(v))} for k, v in per_seed.items()}},
+                                                          "std": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0}
+                                      for k, v in per_seed.items()}},
                "anchors": ANCHORS}
     atomic_write_bytes(RESULTS / f"{options.out}.md", text.encode())
     atomic_write_bytes(RESULTS / f"{options.out}.json", (json.dumps(summary, indent=2) + "\n").encode())
