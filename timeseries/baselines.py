@@ -41,6 +41,7 @@ from hub.predictor import (
     save_skops,
 )
 from timeseries.data import RULWindowData, TrafficSeriesData
+from timeseries.signals import STEP_S, spectral_baseline
 from timeseries.tasks import TrafficForecastTask, masked_mae, nasa_score_terms
 
 RUL_BASELINE = "HistGradientBoosting on window statistics"
@@ -320,3 +321,21 @@ def degradation_baseline_on_run_split(run_dir) -> BaselineResult | None:
     predictions = {"window": list(range(len(y))),
                    **{name: forecast[:, i].tolist() for i, name in enumerate(data.output_names)}}
     return BaselineResult(DEGRADATION_BASELINE, metrics, predictions)
+
+
+def spectral_baseline_on_run_split(run_dir) -> BaselineResult:
+    """The spectral heart rate (:func:`timeseries.signals.spectral_baseline`: the largest PPG peak in 40-200 BPM that
+    is not an accelerometer peak) of each test window of the run's split; nothing is fitted. Predictions per window,
+    named ``RECORDING:START_s``."""
+    data, _ = _run_data(run_dir)
+    data.setup()
+    x, y = (t.numpy() for t in data.test_set.tensors)
+    pred = spectral_baseline(x)
+    names, seen = [], {}
+    for group in data.groups["test"]:
+        names.append(f"{group}:{seen.get(group, 0) * STEP_S:g}s")
+        seen[group] = seen.get(group, 0) + 1
+    error = pred - y
+    return BaselineResult("spectral peak (PPG, accelerometer peaks excluded)",
+                          {"test/mae": float(np.abs(error).mean()), "test/rmse": float(np.sqrt((error ** 2).mean()))},
+                          {"window": names, "bpm": pred.tolist()})

@@ -77,6 +77,7 @@ or without a header row; a header must list the sensor ids of ``speeds.csv`` in 
 """
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 
@@ -86,17 +87,29 @@ from torch.utils.data import TensorDataset
 
 from hub.core.registry import register_dataset
 from hub.core.weights import read_verified
-from hub.data import HubDataModule, data_dir, dataset_file
+from hub.data import EpochSeededDataset, HubDataModule, data_dir, dataset_file
 from hub.errors import DataError, DatasetUnavailable
 from timeseries.io import (
     STEPS_PER_DAY,
     _unit_files,
     read_adjacency_csv,
     read_degradation_csv,
+    read_ppg_folder,
     read_speed_csv,
     read_unit_columns,
     read_unit_csv,
     road_neighbours,
+)
+from timeseries.signals import (
+    BAND_HZ,
+    CHANNELS,
+    MODEL_RATE,
+    STEP_S,
+    WINDOW_S,
+    prepare_segments,
+    prepare_windows,
+    stretch_windows,
+    window_count,
 )
 
 log = logging.getLogger("hub")
@@ -685,3 +698,226 @@ def degradation_units(root: str, measure: str = "level", time_column: str = "tim
     return DegradationUnitsData(root, measure, time_column, threshold, val_fraction, test_fraction, split_seed,
                                 window=window, horizon=horizon, batch_size=batch_size, num_workers=num_workers,
                                 seed=seed)
+
+
+# The IEEE Signal Processing Cup 2015 training set (TROIKA; ../shared/data/troika/PROVENANCE.md), at the fixed commit
+# of the public copy it was taken from.
+TROIKA_URL = ("https://raw.githubusercontent.com/udacity/nd320-c4-wearable-data-project-starter/"
+              "145ee96e3d7c4006fd56395da77806c38ebb144c/part_1/datasets/troika/training_data/{name}")
+TROIKA_FILES = {  # recording -> (DATA sha256, REF sha256)
+    "01_TYPE01": ("1efd5eff52d6302d7a70c92e4260a7e03b9d4b3baf327e6f09f5f411f841502b",
+                  "af8c5acfdc3304b62231da8bafae7e3c076a18f730525e03b8f4bea2eb2510ec"),
+    "02_TYPE02": ("3ea010b00a127c9162a1aa7029eba4fc000aff4f74b0b3ab15f17f5e3f38c06e",
+                  "66f486fb4b1424cc0261b2d40cfd95833e5a08350a7c34785e4e01839a751da2"),
+    "03_TYPE02": ("367090eccfeb0d263fde44567487faebe04044f7900aa6d38c76f94682e62bbd",
+                  "14c6ecc4b7fd1b795320527c171eace70858e9954e79f1e6eecd16492324da60"),
+    "04_TYPE01": ("514f487a20fd2ffdb870d2943f164b7f47d2d8f1e6e7e44a2bafb74c777bece0",
+                  "d64a6b920ba21c601aaed87c376fd0731eb6948ade0e9e5048dbb8bbb22b487a"),
+    "04_TYPE02": ("c5abbeb804c8c56f78ab0d99d56640ffec3c1693a94003f55bb4e8ec1da4eef4",
+                  "8763cb1d38e1cdbc10b2618110738c29ab1ddd43cf9a25bc342af3c1c8cec78e"),
+    "05_TYPE02": ("fd5f20105ea8b59c6a0e46990df5a82b5d780b6298be032401b67fdbf9e1e86d",
+                  "78df991fdf57bd1ed01f95a089121c5a4b8da1fc586f813d53883e5a8c2aabda"),
+    "06_TYPE02": ("ad290fc67ebd1212723401b008143ad1bda81200ce468f30ed3f517e19a6cc18",
+                  "942bd7dde6a9d2979dccdc4813075ebae5428ec070be0fa7ed040f798739c591"),
+    "07_TYPE02": ("27443d6ab16103ddeacc589ea292af648e0e0fe3639a96f723010be2243a31c1",
+                  "a4addca8b65a95f0b69247a5417d358a78ad4494b794b073f14ca927207da1df"),
+    "08_TYPE02": ("4b4ee64d58a4a279b4b0ba1dd722be06bc39b2fef31712538d9dec3e2854b8e0",
+                  "7e940964ef57ffa5cde7edbb6f1fef525d8352845ad1d4e0cf61f116710d8074"),
+    "10_TYPE02": ("22892db766b5491c5df724697deecdccb1b53a42813793fc82c7d014330238a9",
+                  "bb04fc9f26fc518e5e9ae6fe348b83b14aa1a4ab1b31623a996fe8b577037080"),
+    "11_TYPE02": ("d36dce46628593f7aef76dc6b8c7cead46c0585815ca72d8a9801ba2674f02f0",
+                  "12e3a2262029af27f5f9c23c5f6922df1a52b38309924a299f1f3c9212c3be31"),
+    "12_TYPE02": ("3971d5b17b62a2da9d9c4631ff0dc7502dd44df16c0680e2091920bbb839b214",
+                  "670a1271b50c6bc09a820a0ec04d59c7193c317e03bd0afe3e2599824fa9caa4"),
+}
+TROIKA_RATE = 125.0
+TROIKA_INFO = {"source": "IEEE Signal Processing Cup 2015 training set (TROIKA; Zhang, Pi & Liu, IEEE TBME 2015): 12 "
+                         "treadmill runs, 2-channel wrist PPG and a 3-axis accelerometer at 125 Hz, ECG heart rate "
+                         "per 8-s window every 2 s",
+               "license": "academic research use with citation of the TROIKA paper (the organisers' Readme); not an "
+                          "open license"}
+
+
+def _troika_file(name: str, sha256: str) -> dict:
+    from scipy.io import loadmat
+
+    path = dataset_file("troika", data_dir() / "troika" / name, TROIKA_URL.format(name=name), sha256)
+    return loadmat(io.BytesIO(read_verified(path, sha256)))
+
+
+def read_troika_recording(recording: str) -> tuple[np.ndarray, np.ndarray]:
+    """One TROIKA recording (``"01_TYPE01"``, ...) as ``(signals (5, N) at 125 Hz: PPG 1-2 and accelerometer x, y,
+    z, BPM0 (W,))``; ``sig``'s row 0, the chest ECG, is dropped (it gave the reference). Local copy under
+    ``HUB_DATA_DIR/troika`` or the public file, sha256 checked either way."""
+    if recording not in TROIKA_FILES:
+        raise DataError(f"unknown TROIKA recording {recording!r}; the recordings are {sorted(TROIKA_FILES)}")
+    data_sha, ref_sha = TROIKA_FILES[recording]
+    signals = _troika_file(f"DATA_{recording}.mat", data_sha)["sig"][1:6]
+    bpm = _troika_file(f"REF_{recording}.mat", ref_sha)["BPM0"][:, 0]
+    if len(bpm) != window_count(signals.shape[1], TROIKA_RATE):
+        raise DataError(f"TROIKA {recording}: {len(bpm)} reference windows for {signals.shape[1]} samples; expected "
+                        f"{window_count(signals.shape[1], TROIKA_RATE)}")
+    return signals, bpm
+
+
+class StretchedWindows(EpochSeededDataset):
+    """Training windows with time-stretch augmentation (:func:`timeseries.signals.stretch_windows`): each item read
+    at a random speed factor in ``1 ± stretch``, its heart rate multiplied by the same factor, so the model sees heart
+    rates and step rates beyond its training recordings'. Items: (x (5, 200), bpm ()).
+
+    Args:
+        segments: the windows' centred 10-s segments (W, 5, 250) (:func:`timeseries.signals.prepare_segments`).
+        bpm: their reference heart rates (W,).
+        stretch: the factor's largest distance from 1.
+        seed: with the epoch and the index, seeds each item's factor."""
+
+    def __init__(self, segments: torch.Tensor, bpm: torch.Tensor, stretch: float, seed: int):
+        self.segments, self.bpm, self.stretch, self.seed = segments, bpm, stretch, seed
+
+    def __len__(self) -> int:
+        return len(self.bpm)
+
+    def augmented_item(self, index: int, generator: torch.Generator):
+        factor = 1 + (torch.rand(1, generator=generator) * 2 - 1) * self.stretch  # (1,)
+        return stretch_windows(self.segments[index:index + 1], factor)[0], self.bpm[index] * factor[0]
+
+
+class HeartRateData(HubDataModule):
+    """Recordings of wrist PPG (2 channels) and a 3-axis accelerometer with a reference heart rate per 8-s window
+    every 2 s, as prepared windows (:mod:`timeseries.signals`: band-passed, decimated to 25 Hz, each channel
+    normalised per window), split by recording (the group: no window of a test recording is seen in training).
+
+    Batches are ``(x, y)``: x (B, 5, 200), y (B,) BPM. ``groups`` gives each split's recording per window, in
+    order (what tracking over a recording reads). Empty ``val``/``test`` lists (a tag trained on every recording)
+    make that split read the training windows, and ``info["held_out"]`` says so. Subclasses implement :meth:`load`
+    and :meth:`split`.
+
+    Args:
+        stretch: time-stretch augmentation of the training windows, a factor drawn in ``1 ± stretch`` (0: none).
+        batch_size, num_workers, seed: as :class:`hub.data.HubDataModule`."""
+
+    task = "heart-rate"
+
+    def __init__(self, stretch: float = 0.2, batch_size: int = 64, num_workers: int = 0, seed: int = 0):
+        super().__init__(batch_size, num_workers, seed)
+        if not 0 <= stretch <= 0.25:
+            raise DataError(f"expected 0 <= stretch <= 0.25 (the segments hold 10 s for 8-s windows), got {stretch}")
+        self.stretch = stretch
+        self.groups: dict[str, list[str]] = {}
+        self.train_windows: TensorDataset | None = None
+
+    def load(self) -> tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """``(sampling rate, {recording: (signals (5, N), bpm (W,))})``."""
+        raise NotImplementedError
+
+    def split(self, recordings: list[str]) -> tuple[list[str], list[str], list[str]]:
+        """The recordings' ``(train, val, test)`` lists."""
+        raise NotImplementedError
+
+    def _windows(self, recordings: dict, names: list[str], rate: float) -> TensorDataset | None:
+        if not names:
+            return None
+        x = np.concatenate([prepare_windows(recordings[n][0], rate) for n in names])
+        y = np.concatenate([recordings[n][1] for n in names]).astype(np.float32)
+        return TensorDataset(torch.from_numpy(x), torch.from_numpy(y))
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        rate, recordings = self.load()
+        train, val, test = self.split(list(recordings))
+        self.train_windows = self._windows(recordings, train, rate)
+        if self.stretch:
+            segments = np.concatenate([prepare_segments(recordings[n][0], rate) for n in train])
+            self.train_set = StretchedWindows(torch.from_numpy(segments).float(), self.train_windows.tensors[1],
+                                              self.stretch, self.seed)
+        else:
+            self.train_set = self.train_windows
+        # no recording held out (a tag trained on all of them): val and test read the training windows, fit figures
+        self.val_set = self._windows(recordings, val, rate) or self.train_windows
+        self.test_set = self._windows(recordings, test, rate) or self.train_windows
+        self.groups = {split: [n for n in names or train for _ in range(len(recordings[n][1]))]
+                       for split, names in (("train", train), ("val", val), ("test", test))}
+        self.input_spec = {"kind": "ppg_series", "channels": list(CHANNELS), "rate": rate,
+                           "model_rate": MODEL_RATE, "window_s": WINDOW_S, "step_s": STEP_S,
+                           "band_hz": list(BAND_HZ)}
+        self.output_names = ["bpm"]
+        self.info = {**self.info, "recordings": {"train": train, "val": val, "test": test},
+                     "samples": [sum(len(recordings[n][1]) for n in names) for names in (train, val, test)]}
+        if not val or not test:
+            self.info["held_out"] = ("none" if not val and not test else "test only" if test else "val only") + (
+                ": the splits without a recording of their own read the training windows (fit figures)")
+
+    def statistics_dataloader(self):
+        """The training windows as evaluated (not stretched), for the OOD statistics."""
+        return self._loader(self.train_windows, train=False)
+
+
+class TroikaData(HeartRateData):
+    """The 12 TROIKA recordings (IEEE SPC 2015 training set), split by recording.
+
+    Args:
+        test_recordings: recordings held out for testing (``benchmarks.troika_pulse`` leaves each out in turn).
+        val_recordings: recordings held out to watch training (may be empty).
+        **kwargs: those of :class:`HeartRateData`."""
+
+    def __init__(self, test_recordings: list[str] | None = None, val_recordings: list[str] | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.test_recordings = ["12_TYPE02"] if test_recordings is None else list(test_recordings)
+        self.val_recordings = ["11_TYPE02"] if val_recordings is None else list(val_recordings)
+        self.info = dict(TROIKA_INFO)
+
+    def load(self):
+        return TROIKA_RATE, {name: read_troika_recording(name) for name in TROIKA_FILES}
+
+    def split(self, recordings):
+        unknown = sorted(set(self.test_recordings + self.val_recordings) - set(recordings))
+        if unknown:
+            raise DataError(f"troika has the recordings {sorted(recordings)}; test_recordings/val_recordings name "
+                            f"{unknown}")
+        held = self.test_recordings + self.val_recordings
+        return [r for r in recordings if r not in held], self.val_recordings, self.test_recordings
+
+
+@register_dataset(task="heart-rate")
+def troika(test_recordings: list[str] | None = None, val_recordings: list[str] | None = None, stretch: float = 0.2,
+           batch_size: int = 64, num_workers: int = 0, seed: int = 0) -> TroikaData:
+    """TROIKA / IEEE SPC 2015: 12 runs, wrist PPG + accelerometer, heart rate per 8-s window every 2 s."""
+    return TroikaData(test_recordings, val_recordings, stretch=stretch, batch_size=batch_size,
+                      num_workers=num_workers, seed=seed)
+
+
+class PPGRecordingsData(HeartRateData):
+    """A folder of a user's recordings: ``NAME.csv`` (a column per channel of :data:`timeseries.signals.CHANNELS`,
+    one row per sample at ``rate`` Hz; other columns ignored) and ``NAME.bpm.csv`` (a ``bpm`` column, one row per
+    8-s window every 2 s: row k is seconds [2k, 2k + 8)), split by recording like :class:`SensorUnitsData`.
+
+    Args:
+        root: the folder.
+        rate: the recordings' sampling rate in Hz (a multiple of 25).
+        val_fraction, test_fraction, split_seed: the split by recording.
+        **kwargs: those of :class:`HeartRateData`."""
+
+    def __init__(self, root: str, rate: float = 125.0, val_fraction: float = 0.15, test_fraction: float = 0.15,
+                 split_seed: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.root, self.rate = Path(root), rate
+        self.val_fraction, self.test_fraction, self.split_seed = val_fraction, test_fraction, split_seed
+        self.info = {"source": str(self.root), "license": "the user's data"}
+
+    def load(self):
+        return self.rate, read_ppg_folder(self.root, self.rate)
+
+    def split(self, recordings):
+        kept, test = split_units(list(range(len(recordings))), self.test_fraction, self.split_seed + 1)
+        train, val = split_units(kept, self.val_fraction, self.split_seed)
+        return [recordings[i] for i in train], [recordings[i] for i in val], [recordings[i] for i in test]
+
+
+@register_dataset(task="heart-rate")
+def ppg_recordings(root: str, rate: float = 125.0, val_fraction: float = 0.15, test_fraction: float = 0.15,
+                   split_seed: int = 0, stretch: float = 0.2, batch_size: int = 64, num_workers: int = 0,
+                   seed: int = 0) -> PPGRecordingsData:
+    """A folder of PPG + accelerometer recordings (NAME.csv) with reference heart rates (NAME.bpm.csv)."""
+    return PPGRecordingsData(root, rate, val_fraction, test_fraction, split_seed, stretch=stretch,
+                             batch_size=batch_size, num_workers=num_workers, seed=seed)

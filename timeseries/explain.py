@@ -5,6 +5,10 @@ RUL models: the attention pooling over the cycles of a test unit's last window (
     attnhub explain rul_attention.fd001 --out figures         # -> figures/unit1_explain.png, ... (units 1-3)
     attnhub explain RUN 3 17 42                               # units 3, 17 and 42
 
+PULSE: the cross-attention of the PPG's heart-rate bins over the accelerometer's (:func:`pulse_explanation`).
+
+    attnhub explain pulse.troika run.csv:40 --out figures     # the window starting at 40 s
+
 TESTAM: Integrated Gradients (Captum) of the forecast over input steps and sensors (:func:`traffic_explanation`);
 which expert the router picks for each sensor over time, and the plot of it (:func:`plot_routing`).
 
@@ -66,6 +70,27 @@ def path_explanation(model: torch.nn.Module, x: torch.Tensor) -> Explanation:
     details = {} if attention is None else {"attention_over_inspections": dict(zip(steps, attention.tolist()))}
     return Explanation(values.numpy(), "Integrated Gradients (Captum) of the furthest forecast level over the "
                        "inspections", output=furthest, labels=steps, axes=("inspection",), details=details)
+
+
+def pulse_explanation(model: torch.nn.Module, x: torch.Tensor) -> Explanation:
+    """What decided one window's heart rate: the cross-attention of the PPG's heart-rate bins (rows, queries) over the
+    accelerometer's (columns, keys and values), mean over heads, each row weighted by the probability the model gives
+    its bin (so the rows that decided the output stand out); the unweighted map's strongest accelerometer bins per
+    likely heart rate in the JSON. Shapes: x (1, 5, T) -> values (F, F)."""
+    model.eval()
+    with torch.no_grad():
+        probs = model.bin_logits(x).softmax(-1)[0]  # (F,)
+        cross = model.attention_maps(x)["cross"].mean(1)[0]  # (F, F)
+        bpm = float(probs @ model.bpm)
+    labels = [f"{b:g}" for b in model.bpm.tolist()]
+    low, step = float(model.bpm[0]), float(model.bpm[1] - model.bpm[0])
+    top = probs.topk(3).indices.tolist()
+    details = {"bin_probability": dict(zip(labels, probs.tolist())),
+               "likely_bpm_attends_to_acc_bpm": {labels[i]: labels[int(cross[i].argmax())] for i in top}}
+    return Explanation((cross * probs[:, None]).numpy(), "cross-attention of the PPG's heart-rate bins over the "
+                       "accelerometer's (mean over heads), rows weighted by the model's bin probability", output=bpm,
+                       labels=labels, axes=("PPG bin (BPM)", f"accelerometer bin (index i: {low:g} + {step:g} i BPM)"),
+                       details=details)
 
 
 def unit_samples(card, inputs: list[str]) -> Iterator[tuple[str, dict[str, torch.Tensor]]]:

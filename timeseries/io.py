@@ -330,3 +330,52 @@ def speed_series(speeds, times=None) -> tuple[list[str] | None, np.ndarray, np.n
                         "expected finite speeds >= 0 (NaN for a missing reading)")
     time_of_day, _ = _time_of_day("the speeds", list(times))
     return ids, np.nan_to_num(speed, nan=0.0).astype(np.float32), time_of_day
+
+
+def read_ppg_csv(path: str | Path, channels: list[str]) -> np.ndarray:
+    """One recording's CSV (a header naming ``channels`` among its columns, one row per sample) -> ``(C, N)`` in the
+    order of ``channels``. Refused, naming the file and row: a missing column, a non-numeric or infinite value."""
+    path = Path(path)
+    rows = read_csv_rows(path, f"a header with the columns {','.join(channels)} and one row per sample")
+    header = [h.strip() for h in rows[0]]
+    missing = [c for c in channels if c not in header]
+    if missing:
+        raise DataError(f"{path}: expected the columns {channels}, got {header}: missing {missing}")
+    columns = [header.index(c) for c in channels]
+    try:
+        table = np.array([[float(row[i]) for i in columns] for row in rows[1:]], dtype=np.float64)
+        table = table.reshape(-1, len(columns))
+    except (ValueError, IndexError) as err:
+        raise DataError(f"{path}: every row needs a number in each of {channels} ({err})") from None
+    bad = np.argwhere(~np.isfinite(table))
+    if len(bad):
+        raise DataError(f"{path}: a NaN/inf value in row {bad[0][0] + 2}, column {channels[bad[0][1]]!r}")
+    return table.T
+
+
+def read_ppg_folder(root: str | Path, rate: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A folder of recordings ``NAME.csv`` (the PPG and accelerometer channels) with reference heart rates
+    ``NAME.bpm.csv`` (a ``bpm`` column, one row per 8-s window every 2 s) -> ``{NAME: (signals (5, N), bpm (W,))}``.
+    A recording's reference must have one row per window of the recording (TROIKA's count)."""
+    from timeseries.signals import CHANNELS, window_count
+
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"recordings folder {root} does not exist or is not a folder")
+    files = sorted(p for p in root.glob("*.csv") if not p.name.endswith(".bpm.csv"))
+    if len(files) < 3:
+        raise DataError(f"{root} has {len(files)} recordings (NAME.csv); expected at least 3 to split by recording")
+    recordings = {}
+    for path in files:
+        reference = path.with_name(f"{path.stem}.bpm.csv")
+        if not reference.is_file():
+            raise DataError(f"{path} has no reference heart rates: expected {reference.name} beside it, a 'bpm' "
+                            "column with one row per 8-s window every 2 s")
+        signals = read_ppg_csv(path, CHANNELS)
+        bpm = read_ppg_csv(reference, ["bpm"])[0]
+        expected = window_count(signals.shape[1], rate)
+        if len(bpm) != expected:
+            raise DataError(f"{reference} has {len(bpm)} heart rates; {path.name} ({signals.shape[1]} samples at "
+                            f"{rate:g} Hz) has {expected} windows of 8 s every 2 s")
+        recordings[path.stem] = signals, bpm
+    return recordings

@@ -1,5 +1,6 @@
 """The time-series input kinds: ``sensor_series`` (one CSV per unit for the RUL models), ``degradation_series`` (one
-CSV per unit, a degradation measure per inspection, for the degradation-path models) and ``traffic_series`` (a
+CSV per unit, a degradation measure per inspection, for the degradation-path models), ``ppg_series`` (one CSV per
+recording of wrist PPG and accelerometer samples, for the heart-rate models) and ``traffic_series`` (a
 folder with ``speeds.csv`` and ``adjacency.csv`` for TESTAM and the traffic GRU). Each gives the default recipe of
 its families (``attnhub finetune rul_attention --data FOLDER``, from scratch) and the classic baseline of
 :mod:`timeseries.baselines` beside every fine-tuned run, kept as the run's predictor (or blended with the model)
@@ -36,11 +37,13 @@ from timeseries.baselines import (
     kept_traffic_forecast,
     rul_baseline_on_run_split,
     rul_forecast,
+    spectral_baseline_on_run_split,
     traffic_baseline_on_run_split,
 )
 from timeseries.data import minmax_apply, traffic_features
 from timeseries.explain import (
     path_explanation,
+    pulse_explanation,
     traffic_explanation,
     traffic_samples,
     unit_samples,
@@ -49,11 +52,13 @@ from timeseries.explain import (
 from timeseries.io import (
     _unit_files,
     read_degradation_csv,
+    read_ppg_csv,
     read_speed_csv,
     read_unit_columns,
     speed_series,
     unit_series,
 )
+from timeseries.signals import normalised, prepare_windows, track
 
 
 @dataclass(frozen=True)
@@ -340,3 +345,103 @@ class DegradationSeriesKind(InputKind):
         args = {k: laser.data.args[k] for k in ("window", "horizon", "batch_size")}
         return scratch_recipe(family, DataSection(name="degradation_units", args={"root": str(path), **args}), {},
                               start=laser)
+
+
+@dataclass(frozen=True)
+class PPGSeriesSpec(KindSpec):
+    """A heart-rate model's input: a recording's ``channels`` (PPG 1-2, accelerometer x, y, z) at ``rate`` Hz, cut
+    into ``window_s``-second windows every ``step_s`` seconds, band-passed to ``band_hz``, decimated to
+    ``model_rate`` Hz and normalised per window and channel (:mod:`timeseries.signals`)."""
+
+    channels: list[str]
+    rate: float
+    model_rate: float
+    window_s: float
+    step_s: float
+    band_hz: list[float]
+
+
+@register_kind
+class PPGSeriesKind(InputKind):
+    """One CSV per recording (a column per channel, one row per sample), for the heart-rate models. ``predict`` gives
+    one row per 8-s window every 2 s (``FILE:START_s``): the heart rate tracked causally over the recording's windows
+    (:func:`timeseries.signals.track`) for a family with heart-rate bins (``pulse``), else the window's own."""
+
+    name, domain, Spec = "ppg_series", "timeseries", PPGSeriesSpec
+    tasks = ("heart-rate",)
+    ood = OODProfile(input_scores=("range",))
+
+    def finetune_data(self, card, path: str) -> DataSection:
+        """The recordings (``NAME.csv``) and reference heart rates (``NAME.bpm.csv``) at ``path``, at the card's
+        rate."""
+        return DataSection(name="ppg_recordings", args={"root": str(path), "rate": self.spec(card).rate})
+
+    def predict(self, card, model, paths: Iterable[str],
+                batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
+        """Yield ``(["FILE:0s", "FILE:2s", ...], BPM (W, 1))`` per recording CSV, tracked where the model has bins.
+        A recording's windows go through the model in one call (the OOD scores read that call's inputs)."""
+        prepare, spec = self.transform(card), self.spec(card)
+        for path in paths:
+            windows = prepare(path)  # (W, 5, T)
+            bpm = model(windows)  # (W, 1)
+            if hasattr(model, "bin_logits"):
+                tracked = track(model.bin_logits(windows).log_softmax(-1).numpy(), model.bpm.numpy())
+                bpm = torch.from_numpy(tracked).float()[:, None]
+            yield [f"{path}:{i * spec.step_s:g}s" for i in range(len(windows))], bpm
+
+    def transform(self, card) -> Callable[[Any], torch.Tensor]:
+        """A recording (a CSV's path with the card's channel columns, or a ``(5, N)`` array of them at the card's
+        rate) -> its prepared windows ``(W, 5, T)`` (:func:`timeseries.signals.prepare_windows`)."""
+        spec = self.spec(card)
+
+        def prepare(recording) -> torch.Tensor:
+            signals = read_ppg_csv(recording, spec.channels) if isinstance(recording, (str, Path)) else recording
+            return torch.from_numpy(prepare_windows(np.asarray(signals), spec.rate))
+
+        return prepare
+
+    def explanation(self, card, model, inputs: dict[str, Any], target: int | None = None) -> Explanation:
+        """The PPG bins' cross-attention over the accelerometer's (:func:`timeseries.explain.pulse_explanation`)."""
+        return pulse_explanation(model, inputs["x"])
+
+    def explain_samples(self, card, inputs: list[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(FILE_STARTs, {"x": (1, 5, T)})`` for every window of each recording CSV named; ``FILE:SECONDS`` names one
+        window (its start, a multiple of 2 s)."""
+        if not inputs:
+            raise DataError("name the recording CSVs to explain (columns ppg1, ppg2, acc_x, acc_y, acc_z), e.g. "
+                            "attnhub explain pulse.troika run.csv or run.csv:40 for the window starting at 40 s")
+        prepare, spec = self.transform(card), self.spec(card)
+        for item in inputs:
+            path, _, start = str(item).rpartition(":") if str(item).rpartition(":")[2].isdigit() else (item, "", "")
+            windows = prepare(path)
+            chosen = range(len(windows)) if not start else [int(float(start) / spec.step_s)]
+            for i in chosen:
+                if not 0 <= i < len(windows):
+                    raise DataError(f"{path} has windows starting at 0-{(len(windows) - 1) * spec.step_s:g} s, not "
+                                    f"{start}")
+                yield f"{Path(path).stem}_{i * spec.step_s:g}s", {"x": windows[i:i + 1]}
+
+    def example_input(self, card, size: int, generator: torch.Generator):
+        """``x`` (B, 5, T): PPG channels with a pulse of 60-180 BPM and its harmonic, accelerometer axes with a step
+        rhythm, in noise, normalised as prepared windows are."""
+        spec = card.input_spec
+        samples = int(spec["window_s"] * spec["model_rate"])
+        t = torch.arange(samples) / spec["model_rate"]
+        heart = (1.0 + 2.0 * torch.rand(size, 1, 1, generator=generator)) * t  # cycles: 60-180 BPM
+        step = (1.5 + 1.5 * torch.rand(size, 1, 1, generator=generator)) * t  # 90-180 steps a minute
+        ppg = torch.sin(2 * torch.pi * heart) + 0.4 * torch.sin(4 * torch.pi * heart) + 0.5 * torch.sin(
+            2 * torch.pi * step)
+        acc = torch.sin(2 * torch.pi * step + torch.rand(size, 3, 1, generator=generator) * 6.28)
+        x = torch.cat([ppg.expand(-1, 2, -1), acc], 1) + 0.3 * torch.randn(size, 5, samples, generator=generator)
+        return batch_axes({"x": normalised(x)})
+
+    def baseline(self, run_dir) -> BaselineResult:
+        return spectral_baseline_on_run_split(run_dir)
+
+    def default_recipe(self, family: str, path: str) -> Recipe:
+        """The TROIKA recipe (recipes/timeseries/pulse_troika.yaml) on the recordings at ``path`` (125 Hz; other
+        rates: ``data.args.rate=``), split 70/15/15 by recording, the best validation epoch tested."""
+        troika_recipe = recipe_file("timeseries/pulse_troika.yaml")
+        data = DataSection(name="ppg_recordings", args={"root": str(path), **{
+            k: troika_recipe.data.args[k] for k in ("stretch", "batch_size")}})
+        return scratch_recipe(family, data, None, start=troika_recipe)

@@ -9,6 +9,8 @@ Batches are ``(x, y)`` with y (B, horizon): the RUL at the window's last cycle a
 The ``degradation-forecast`` task: a degradation measure's next inspections (e.g. a laser's current increase),
 trained with MSE, scored by RMSE and MAE over all forecast inspections.
 
+The ``heart-rate`` task: one heart rate per PPG window (BPM), scored by MAE and RMSE.
+
 The ``traffic-forecast`` task: masked MAE, RMSE and MAPE at 15, 30 and 60 minutes (steps 3, 6, 12) and MAE
 over all steps, with zero targets masked, as the traffic literature does.
 """
@@ -155,4 +157,22 @@ class TrafficForecastTask(Task):
         else:
             pred = model(x)
             loss = masked_mae(pred, y)
+        return loss, pred.detach(), y
+
+
+@register_task("heart-rate")
+class HeartRateTask(RegressionTask):
+    """Heart rate per window in BPM, scored by MAE (what the PPG literature reports) and RMSE. The loss is the
+    family's own ``loss(x, bpm)`` where it defines one (``pulse``: cross-entropy over its heart-rate bins), else the
+    L1 loss of its output."""
+
+    monitor = "val/mae"
+
+    def step(self, model, batch, stage):
+        x, y = batch  # (B, 5, T), (B,) BPM
+        if hasattr(model, "loss"):
+            loss, pred = model.loss(x, y)
+        else:
+            pred = model(x)[:, 0]
+            loss = F.l1_loss(pred, y)
         return loss, pred.detach(), y

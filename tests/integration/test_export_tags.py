@@ -54,6 +54,7 @@ TINY = {
     "icu_stays": ("tfcam.physionet2012", {"dim": 8, "summary_dim": 16, "k": 2}, {}, ("pt2",)),
     "sensor_series": ("rul_attention.fd001", {"dim": 8, "num_heads": 2}, {}, ("pt2",)),
     "degradation_series": ("degradation_gru.laser", {"dim": 8, "num_heads": 2}, {}, ("pt2",)),
+    "ppg_series": ("pulse.troika", {"dim": 8, "num_heads": 2, "num_bins": 41}, {}, FORMATS),
     "traffic_series": ("testam.los_loop", {"dim": 8, "num_heads": 1, "num_nodes": 5, "graph": _RING},
                        {"num_nodes": 5, "graph": _RING}, ("pt2",)),
     "graph": ("gat.cora", {"hidden": 4, "heads": 2}, {}, FORMATS),

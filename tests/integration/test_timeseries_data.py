@@ -263,3 +263,69 @@ def test_finetune_the_laser_tag_on_unit_csvs_sets_linear_extrapolation_beside_it
     kept = json.loads((run / "metrics.json").read_text())["baseline"]
     assert kept["name"] == "linear extrapolation of the window" and kept["metric"] == "test/rmse"
     assert "linear extrapolation of the window" in out and kept["test"]["test/rmse"] > 0
+
+
+def write_troika_csvs(folder, recordings=("03_TYPE02", "05_TYPE02", "07_TYPE02"), seconds: int = 40) -> Path:
+    """The first ``seconds`` of TROIKA recordings as a user's folder: NAME.csv (the five channels at 125 Hz) and
+    NAME.bpm.csv (their BPM0 windows)."""
+    from timeseries.data import read_troika_recording
+    from timeseries.signals import CHANNELS, window_count
+
+    folder = Path(folder)
+    folder.mkdir(parents=True)
+    for name in recordings:
+        signals, bpm = read_troika_recording(name)
+        samples = signals[:, :125 * seconds]
+        rows = "\n".join(",".join(f"{v:.4f}" for v in row) for row in samples.T)
+        (folder / f"{name}.csv").write_text(",".join(CHANNELS) + "\n" + rows + "\n")
+        count = window_count(samples.shape[1], 125.0)
+        (folder / f"{name}.bpm.csv").write_text("bpm\n" + "\n".join(f"{b:.3f}" for b in bpm[:count]) + "\n")
+    return folder
+
+
+def test_troika_windows_match_bpm0_and_split_by_recording():
+    from timeseries.data import TROIKA_FILES, read_troika_recording
+    from timeseries.signals import spectral_baseline
+
+    data = get_dataset_entry("troika").builder(test_recordings=["05_TYPE02"], val_recordings=["04_TYPE01"])
+    data.setup()
+    # 1,726 BPM0 windows over the 12 recordings: 146 in 05_TYPE02, 107 in 04_TYPE01 (PROVENANCE.md)
+    assert len(data.test_set) == 146 and len(data.val_set) == 107 and len(data.train_set) == 1726 - 146 - 107
+    assert sum(len(read_troika_recording(r)[1]) for r in TROIKA_FILES) == 1726
+    x, y = data.test_set.tensors
+    assert x.shape == (146, 5, 200) and y.min() > 100 and y.max() < 167  # 05_TYPE02: 101.2..166.8 BPM
+    assert data.groups["test"] == ["05_TYPE02"] * 146 and "05_TYPE02" not in data.info["recordings"]["train"]
+    assert np.abs(spectral_baseline(x.numpy()) - y.numpy()).mean() == pytest.approx(8.93, abs=0.01)
+    item, bpm = data.train_set[0]  # time-stretched in 1 ± 0.2, the heart rate alike
+    assert item.shape == (5, 200) and 0.8 * 60 < bpm < 1.2 * 180
+    with pytest.raises(DataError, match="name \\['13_TYPE02'\\]"):
+        get_dataset_entry("troika").builder(test_recordings=["13_TYPE02"]).setup()
+
+
+def test_troika_benchmark_runs_one_short_fold(tmp_path):
+    from benchmarks.troika_pulse import main as benchmark
+
+    benchmark(["--recordings", "05_TYPE02", "--seeds", "1", "--epochs", "1", "--out", str(tmp_path / "pulse")])
+    summary = json.loads((tmp_path / "pulse.json").read_text())
+    row = summary["recordings"]["05_TYPE02"]
+    assert row["windows"] == 146 and row["spectral"] == pytest.approx(8.93, abs=0.01)
+    assert 0 < row["pulse_tracked"][0] < 60 and 0 < row["pulse_window"][0] < 60
+    assert "| 05_TYPE02 | 146 | 8.93 |" in (tmp_path / "pulse.md").read_text()
+
+
+def test_pulse_troika_tag_carries_its_leave_one_out_figures_and_predicts_a_recording(tmp_path, capsys):
+    card = hub.model_card("pulse.troika")
+    results = json.loads((Path(__file__).parents[2] / "benchmarks/results/troika_pulse.json").read_text())
+    assert card.metrics["test/mae"]["mean"] == pytest.approx(results["mean"]["pulse_tracked"]["mean"], abs=1e-6)
+    assert card.data["recordings"]["train"] == sorted(card.data["recordings"]["train"]) and \
+        len(card.data["recordings"]["train"]) == 12
+    folder = write_troika_csvs(tmp_path / "runs", recordings=("05_TYPE02",), seconds=60)
+    assert main(["predict", "pulse.troika", str(folder / "05_TYPE02.csv"), "--no-progress"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.strip().splitlines() if "05_TYPE02.csv:" in line]
+    assert len(lines) == 27  # floor((60 - 8) / 2) + 1 windows
+    bpm = np.loadtxt(folder / "05_TYPE02.bpm.csv", skiprows=1)
+    predicted = np.array([float(line[1]) for line in lines])
+    assert np.abs(predicted - bpm).mean() < 10  # a resting-then-running start, tracked
+    assert main(["explain", "pulse.troika", f"{folder / '05_TYPE02.csv'}:40", "--out", str(tmp_path / "fig")]) == 0
+    record = json.loads((tmp_path / "fig" / "05_TYPE02_40s_explain.json").read_text())
+    assert "cross-attention" in record["method"] and record["shape"] == [81, 81]

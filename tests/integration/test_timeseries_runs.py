@@ -226,3 +226,18 @@ def test_forced_traffic_blend_predicts_the_weighted_mean_of_both_forecasts(tmp_p
             assert upper - value == pytest.approx(widths[int(np.searchsorted(edges, value, side="right"))], abs=1e-4)
     assert max(w for widths in conformal["half_width"]["0.9"] for w in widths) > 0.1
 
+def test_finetune_pulse_from_scratch_on_a_recordings_folder_beside_the_spectral_baseline(tmp_path, capsys):
+    """``finetune pulse --data FOLDER`` on three short TROIKA recordings written as a user's CSVs: one epoch, the
+    spectral baseline on the same test recording, then predict with the run."""
+    from tests.integration.test_timeseries_data import write_troika_csvs
+
+    folder = write_troika_csvs(tmp_path / "recordings")
+    assert main(["finetune", "pulse", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "trainer.max_epochs=1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "spectral peak" in out
+    run = out.split("run folder: ")[1].split()[0]
+    card = hub.model_card(run)
+    assert card.input_spec["kind"] == "ppg_series" and card.data["name"] == "ppg_recordings"
+    assert main(["predict", run, str(folder / "05_TYPE02.csv"), "--no-progress"]) == 0
+    assert sum("05_TYPE02.csv:" in line for line in capsys.readouterr().out.splitlines()) == 17

@@ -443,3 +443,123 @@ def test_degradation_baseline_extrapolates_each_test_window_linearly(tmp_path, m
         data.test_set)
     curved = baselines.linear_extrapolation(np.array([[[0.0], [1.0], [4.0], [9.0]]]), 1)
     assert curved[0, 0] == pytest.approx(11.0)  # the line through 0, 1, 4, 9 (slope 3, mean 3.5) at t = 4
+
+
+# PULSE (pulse): heart rate from wrist PPG and the accelerometer, fused by cross-attention over heart-rate bins.
+PULSE_TINY = {"dim": 8, "depth": 2, "num_heads": 2, "num_bins": 41}
+
+
+def _ppg_windows(batch: int, bpm: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prepared windows (B, 5, 200) with a pulse at ``bpm`` (drawn in 60-180) in the PPG and a step rhythm in the
+    accelerometer, and the heart rates (B,)."""
+    from timeseries.signals import normalised
+
+    generator = torch.Generator().manual_seed(batch)
+    bpm = 60 + 120 * torch.rand(batch, generator=generator) if bpm is None else bpm
+    t = torch.arange(200) / 25.0
+    steps = 90 + 60 * torch.rand(batch, 1, generator=generator)
+    ppg = torch.sin(2 * math.pi * bpm[:, None] / 60 * t) + 0.5 * torch.sin(2 * math.pi * steps / 60 * t)
+    acc = torch.sin((2 * math.pi * steps / 60 * t)[:, None] + torch.rand(batch, 3, 1, generator=generator) * 6)
+    x = torch.cat([ppg[:, None].expand(-1, 2, -1), acc], 1) + 0.2 * torch.randn(batch, 5, 200, generator=generator)
+    return normalised(x), bpm
+
+
+def test_pulse_shapes_bins_and_bad_input():
+    model = hub.create_model("pulse", **PULSE_TINY).eval()
+    x, _ = _ppg_windows(3)
+    out = model(x)
+    assert out.shape == (3, 1) and torch.isfinite(out).all() and ((out >= 40) & (out <= 200)).all()
+    assert model.bin_logits(x).shape == (3, 41) and model.bpm[1] - model.bpm[0] == pytest.approx(4.0)
+    maps = model.attention_maps(x)
+    assert maps["cross"].shape == (3, 2, 41, 41) and torch.allclose(maps["cross"].sum(-1), torch.ones(3, 2, 41))
+    assert model.forward_head(model.forward_features(x), pre_logits=True).shape == (3, 8)
+    loss, pred = model.loss(x, torch.tensor([70.0, 120.0, 150.0]))
+    assert loss.ndim == 0 and pred.shape == (3,)
+    with pytest.raises(DataError, match=r"\(batch, 5, 200\)"):
+        model(torch.rand(2, 3, 200))
+
+
+def test_pulse_backward_reaches_every_parameter():
+    model = hub.create_model("pulse", **PULSE_TINY)
+    x, bpm = _ppg_windows(4)
+    model.loss(x, bpm)[0].backward()
+    assert not params_without_grad(model)
+
+
+def test_pulse_overfits_eight_windows():
+    """The regression output (the bins' mean heart rate) memorises 8 windows: its absolute error falls tenfold."""
+    torch.manual_seed(0)
+    model = hub.create_model("pulse", **{**PULSE_TINY, "depth": 1}, dropout=0.0)
+    x, bpm = _ppg_windows(8)
+    assert_overfits(model, lambda: (model(x)[:, 0] - bpm).abs().mean(), steps=60, lr=1e-2, ratio=0.1)
+
+
+def test_pulse_cross_attention_matches_a_naive_reference():
+    """The PPG bins' attention over the accelerometer's, recomputed in float64 as softmax(q kᵀ / √d) per head from
+    the shared core's layer's own projections (the core's CrossAttention, tests/unit/test_attention_core.py)."""
+    model = hub.create_model("pulse", **PULSE_TINY).double().eval()
+    x, _ = _ppg_windows(2)
+    x = x.double()
+    ppg, acc = x[:, :2], x[:, 2:]
+    queries = model.ppg_tokens(torch.cat([ppg, model.ppg_encoder(ppg)], 1)) + model.bin_embedding
+    keys = model.acc_tokens(torch.cat([acc, model.acc_encoder(acc)], 1)) + model.bin_embedding
+    layer = model.cross
+    q, k = layer.attn.q_proj(layer.norm_query(queries)), layer.attn.k_proj(layer.norm_context(keys))
+    heads = lambda t: t.view(2, 41, 2, 4).transpose(1, 2)  # noqa: E731  (B, F, 8) -> (B, H, F, 4)
+    naive = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / math.sqrt(4), dim=-1)
+    assert torch.allclose(model.attention_maps(x)["cross"], naive, atol=1e-10)
+
+
+def test_ppg_windows_match_the_reference_count_and_are_normalised():
+    from timeseries.signals import prepare_segments, prepare_windows, spectral_baseline, stretch_windows, window_count
+
+    rate, seconds = 125.0, 31.0  # TROIKA's count: floor((31 - 8) / 2) + 1 = 12 windows
+    t = np.arange(int(rate * seconds)) / rate
+    recording = np.stack([np.sin(2 * np.pi * 1.5 * t)] * 2 + [np.sin(2 * np.pi * 2.5 * t + p) for p in (0, 1, 2)])
+    windows = prepare_windows(recording, rate)
+    assert windows.shape == (12, 5, 200) == (window_count(recording.shape[1], rate), 5, 200)
+    assert np.allclose(windows.std(-1), 1.0, atol=1e-3) and np.allclose(windows.mean(-1), 0.0, atol=0.05)
+    assert np.allclose(spectral_baseline(windows), 90.0, atol=1.0)  # 1.5 Hz; the 150-BPM motion peak excluded
+    segments = torch.from_numpy(prepare_segments(recording, rate)).float()
+    assert segments.shape == (12, 5, 250)
+    same = stretch_windows(segments, torch.ones(12)).numpy()
+    assert np.abs(same[2:-2] - windows[2:-2]).mean() < 0.1  # the 8 s inside each 10-s segment (edges filtered apart)
+    with pytest.raises(DataError, match="shorter than one 8-s window"):
+        prepare_windows(recording[:, :500], rate)
+    with pytest.raises(DataError, match=r"shape \(5, samples\)"):
+        prepare_windows(recording[:3], rate)
+
+
+def test_ppg_recordings_folder_is_read_split_by_recording_and_refused_when_wrong(tmp_path):
+    from timeseries.io import read_ppg_folder
+
+    t = np.arange(125 * 20) / 125.0
+    for i in range(3):
+        columns = [np.sin(2 * np.pi * (1.2 + 0.1 * i) * t)] * 2 + [np.cos(2 * np.pi * 2.4 * t)] * 3
+        rows = "\n".join(",".join(f"{v:.5f}" for v in row) for row in np.stack(columns, 1))
+        (tmp_path / f"run{i}.csv").write_text("ppg1,ppg2,acc_x,acc_y,acc_z\n" + rows + "\n")
+        (tmp_path / f"run{i}.bpm.csv").write_text("bpm\n" + "\n".join(["72"] * 7) + "\n")
+    folder = read_ppg_folder(tmp_path, 125.0)
+    assert sorted(folder) == ["run0", "run1", "run2"] and folder["run0"][0].shape == (5, 2500)
+    data = get_dataset_entry("ppg_recordings").builder(root=str(tmp_path), stretch=0.0)
+    data.setup()
+    recordings = data.info["recordings"]
+    assert sorted(recordings["train"] + recordings["val"] + recordings["test"]) == ["run0", "run1", "run2"]
+    assert len(data.test_set) == 7 and data.test_set.tensors[0].shape == (7, 5, 200)
+    assert data.input_spec["kind"] == "ppg_series" and data.groups["test"] == recordings["test"] * 7
+    (tmp_path / "run2.bpm.csv").write_text("bpm\n72\n72\n")
+    with pytest.raises(DataError, match="has 2 heart rates; run2.csv"):
+        read_ppg_folder(tmp_path, 125.0)
+    (tmp_path / "run2.bpm.csv").unlink()
+    with pytest.raises(DataError, match="no reference heart rates"):
+        read_ppg_folder(tmp_path, 125.0)
+
+
+def test_heart_rate_tracking_ignores_one_outlier_window():
+    from timeseries.signals import track
+
+    bpm = np.arange(40.0, 201.0)
+    truth = np.array([100.0, 101.0, 102.0, 180.0, 103.0, 104.0])  # the fourth window's peak is a motion artefact
+    log_probs = -0.5 * ((bpm[None] - truth[:, None]) / 2.0) ** 2
+    tracked = track(log_probs, bpm)
+    assert np.abs(tracked - [100, 101, 102, 102, 103, 104]).max() < 1.5
