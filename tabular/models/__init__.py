@@ -1,2 +1,2 @@
 """The tabular model families, one per module, and their shared layers (``layers``); importing registers them."""
-from tabular.models import mlp, tab_transformer, tabm, tabr  # noqa: F401  (registers the families)
+from tabular.models import carte, mlp, tab_transformer, tabm, tabr  # noqa: F401  (registers the families)
