@@ -144,7 +144,8 @@ def carte_method(train, test, target, task, seed, backbone, embedder, bagging):
 
 def tabr_method(train, test, target, task, seed):
     fit, val = split_rows(len(train), seed * 100)
-    pre = TabularPreprocessor.fit(train.iloc[fit], target, "regression" if task == "regression" else "binary")
+    pre = TabularPreprocessor.fit(train.iloc[fit], target, "regression" if task == "regression" else "binary",
+                                  categorical=text_columns(train, target))  # the table's text columns, as CARTE's
     x_num, x_cat = (torch.as_tensor(a) for a in pre.transform(train))
     test_num, test_cat = (torch.as_tensor(a) for a in pre.transform(test))
     y = pre.transform_target(train[target])

@@ -319,9 +319,14 @@ class RowGraphs(Dataset):
 
 class RowGraphData(TabularData):
     """A table as CARTE's row graphs: :class:`TabularData`'s split, :class:`~tabular.row_graph.RowGraphPreprocessor`
-    fitted on the training rows. ``embedder``: the string embedding (None: GloVe when installed, else hashed
-    character n-grams); ``pretrain_steps``: CARTE's contrastive pretraining on the background tables
-    (:func:`background_tables`, less ``pretrain_exclude``) before the first epoch (0: none)."""
+    fitted on the training rows.
+
+    Args:
+        loader: a function returning the whole table (a DataFrame).
+        embedder: the string embedding (None: GloVe when installed, else hashed character n-grams).
+        pretrain_steps: CARTE's contrastive pretraining on the background tables before the first epoch (0: none).
+        pretrain_exclude: background tables left out of it (the table under test).
+        **kwargs: :class:`TabularData`'s (target, task, split, batch size, ...)."""
 
     kind = "carte_table"
 
@@ -562,9 +567,15 @@ class ReplacedTokenPretraining(pl.Callback):
 
 
 class BackgroundPretraining(pl.Callback):
-    """Lightning callback that pretrains a CARTE model on the background tables (:func:`background_tables` less
-    ``exclude``, embedded by ``embedder``) for ``steps`` (:func:`tabular.models.carte.pretrain`) when fitting starts,
-    and records the tables and the loss in the data's ``info`` (the card's data section). A resumed run skips it."""
+    """Lightning callback that pretrains a CARTE model on the background tables (:func:`tabular.models.carte.pretrain`)
+    when fitting starts, and records the tables and the loss in the data's ``info`` (the card's data section). A
+    resumed run skips it.
+
+    Args:
+        exclude: background tables left out (:func:`background_tables`).
+        steps: optimiser steps.
+        embedder: the :class:`~tabular.row_graph.StringEmbedder` of the data (the same vectors as fine-tuning).
+        seed: seed of the tables' rows and of the steps' draws."""
 
     def __init__(self, exclude: tuple[str, ...], steps: int, embedder: StringEmbedder, seed: int = 0):
         self.exclude, self.steps, self.embedder, self.seed = exclude, steps, embedder, seed

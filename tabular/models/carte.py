@@ -48,6 +48,12 @@ def star_adjacency(num_leaves: int, device=None) -> torch.Tensor:
 class StarBlock(nn.Module):
     """x = x + MHA(LN(x)) on the star graph; x = x + FFN(LN(x)).
 
+    Args:
+        dim: node width.
+        num_heads: attention heads.
+        dropout: on the attention weights, in the feed-forward layer and on the residual branches.
+        ffn_ratio: the feed-forward layer's hidden width as a multiple of ``dim``.
+
     Shapes: x (B, L + 1, dim), node_mask (B, L + 1) bool -> same; with ``need_weights`` also (B, heads, L+1, L+1)."""
 
     def __init__(self, dim: int, num_heads: int, dropout: float, ffn_ratio: int = 2):
