@@ -72,7 +72,7 @@ def catboost(train, test, target, task, seed):
         return x
 
     model = (CatBoostRegressor if task == "regression" else CatBoostClassifier)(
-        random_seed=seed, thread_count=1, verbose=0, cat_features=text)
+        random_seed=seed, thread_count=1, verbose=0, cat_features=text, allow_writing_files=False)
     model.fit(rows(train), labels(train, target, task))
     return model.predict(rows(test)) if task == "regression" else model.predict_proba(rows(test))[:, 1]
 

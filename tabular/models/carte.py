@@ -109,7 +109,7 @@ class CARTE(nn.Module):
         leaves = self.leaf(torch.cat([values, columns], -1))  # (B, L, dim)
         weights = mask[..., None].to(leaves.dtype)
         centre = self.centre + (leaves * weights).sum(1) / weights.sum(1).clamp(min=1)  # (B, dim)
-        present = torch.cat([mask.new_ones(len(mask), 1), mask], 1)  # the centre is always there
+        present = torch.cat([torch.ones_like(mask[:, :1]), mask], 1)  # the centre is always there
         return torch.cat([centre[:, None], leaves], 1), present
 
     def forward_features(self, values: torch.Tensor, columns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
