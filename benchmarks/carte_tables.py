@@ -254,17 +254,19 @@ def report(results: dict) -> str:
     for size, table in cells:
         mine = [e for e in entries if e["size"] == size and e["table"] == table]
         scores = {m: [e["score"] for e in mine if e["method"] == m] for m in methods}
-        draws = min(len(s) for s in scores.values())
-        means = {m: statistics.mean(s[:draws]) for m, s in scores.items() if draws}
+        draws = min(len(s) for s in scores.values())  # a cell counts the draws every method has finished
+        if not draws:
+            continue
+        means = {m: statistics.mean(s[:draws]) for m, s in scores.items()}
         order = sorted(means, key=means.get, reverse=True)
         for m in means:
             ranks[m][(size, table)] = order.index(m) + 1
-        row = [f"{statistics.mean(s[:draws]):.3f} ± {statistics.stdev(s[:draws]) if draws > 1 else 0:.3f} "
-               f"({ranks[m][(size, table)]})" if draws else "-" for m, s in scores.items()]
+        row = [f"{means[m]:.3f} ± {statistics.stdev(s[:draws]) if draws > 1 else 0:.3f} ({ranks[m][(size, table)]})"
+               for m, s in scores.items()]
         lines.append(f"| {size:,} | {table} | {draws} | " + " | ".join(row) + " |")
     lines += ["", "Mean rank (lower is better):", "", "| rows | " + " | ".join(methods) + " |",
               "| --- |" + " ---: |" * len(methods)]
-    for size in sorted({s for s, _ in cells}) + ["all"]:
+    for size in sorted({s for s, _ in ranks[methods[0]]}) + ["all"]:
         row = [statistics.mean(r for (s, _), r in ranks[m].items() if size in ("all", s)) for m in methods]
         lines.append(f"| {size if size == 'all' else f'{size:,}'} | " + " | ".join(f"{r:.2f}" for r in row) + " |")
     seconds = {m: statistics.mean(e["seconds"] for e in entries if e["method"] == m) for m in methods}

@@ -152,6 +152,13 @@ class RowGraphPreprocessor(TabularPreprocessor):
             pre.spread.append(float(q75 - q25) or float(present.std()) or 1.0)
         return pre
 
+    @staticmethod
+    def _looks_numeric(series: pd.Series) -> bool:
+        """Numeric only when every non-empty cell is a number: a column with some text (a year column holding
+        'N.V.') is embedded as text, which CARTE reads as well, instead of being refused."""
+        present = series.dropna()
+        return bool(len(present)) and bool(pd.to_numeric(present, errors="coerce").notna().all())
+
     @property
     def features(self) -> list[str]:
         """The leaf columns, in the order of ``transform``'s L axis: numeric, then text."""

@@ -163,5 +163,8 @@ def test_preprocessor_builds_leaves_and_round_trips_through_json():
     again = RowGraphPreprocessor.from_dict(json.loads(json.dumps(pre.to_dict())))
     for a, b in zip(again.transform(frame), (values, columns, mask)):
         np.testing.assert_array_equal(a, b)
+    mixed = frame.assign(abv=["13", "N.V.", None, "14"])  # a column with some text is text, not refused
+    mixed_pre = RowGraphPreprocessor.fit(mixed, "price", embedder=HASHED)
+    assert (mixed_pre.numeric, mixed_pre.categorical) == (["year"], ["grape", "abv"])  # text digits are numbers
     with pytest.raises(DataError, match="lacks 1 of the 3 feature columns"):
         pre.transform(frame.drop(columns="grape"))
