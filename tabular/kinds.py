@@ -134,12 +134,15 @@ class TableKind(InputKind):
         ``baseline.skops`` (:func:`tabular.baselines.baseline_outputs`)."""
         return baseline_outputs(card, path)
 
+    def scratch_data(self, path: str, target: str, task: str) -> DataSection:
+        """The data section of :meth:`default_recipe` (a subclass's hook)."""
+        return DataSection(name="tabular_csv", args={"path": str(path), "target": target, "task": task})
+
     def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> Recipe:
         if target is None:
             raise DataError(f"training {family!r} from scratch on {path} needs --target COLUMN (the column to predict)")
-        data = DataSection(name="tabular_csv", args={"path": str(path), "target": target, "task": task})
-        return scratch_recipe(family, data, optimizer=OPTIMIZER.replace(lr=LEARNING_RATES.get(family, OPTIMIZER.lr)),
-                              trainer=TRAINER)
+        return scratch_recipe(family, self.scratch_data(path, target, task),
+                              optimizer=OPTIMIZER.replace(lr=LEARNING_RATES.get(family, OPTIMIZER.lr)), trainer=TRAINER)
 
 
 @register_kind
@@ -211,10 +214,7 @@ class RowGraphKind(TableKind):
     def baseline_outputs(self, card, path: str):
         raise DataError(f"the card of {card.name} predicts with its model; the carte_table kind keeps no baseline")
 
-    def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> Recipe:
-        if target is None:
-            raise DataError(f"training {family!r} from scratch on {path} needs --target COLUMN (the column to predict)")
-        data = DataSection(name="carte_csv", args={"path": str(path), "target": target, "task": task,
+    def scratch_data(self, path: str, target: str, task: str) -> DataSection:
+        """The CSV as row graphs, pretraining on the background tables first."""
+        return DataSection(name="carte_csv", args={"path": str(path), "target": target, "task": task,
                                                    "pretrain_steps": PRETRAIN_STEPS})
-        return scratch_recipe(family, data, optimizer=OPTIMIZER.replace(lr=LEARNING_RATES.get(family, OPTIMIZER.lr)),
-                              trainer=TRAINER)
