@@ -236,3 +236,45 @@ def _fit_on(data, x: np.ndarray, y: np.ndarray, seed: int):
     estimator = (HistGradientBoostingRegressor if data.task == "regression" else HistGradientBoostingClassifier)(
         categorical_features=categorical if categorical.any() else None, random_state=seed)
     return estimator.fit(x, y)
+
+
+def skrub_pipeline(task: str, seed: int = 0):
+    """skrub's ``TableVectorizer`` (strings, dates and numbers of a raw table to numbers; from CARTE's authors)
+    then HistGradientBoosting at its defaults: the classic baseline for tables with strings. ``task``: the
+    preprocessor's (``regression``, ``binary``, ``multiclass``)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+    from sklearn.pipeline import make_pipeline
+    from skrub import TableVectorizer
+
+    head = HistGradientBoostingRegressor if task == "regression" else HistGradientBoostingClassifier
+    return make_pipeline(TableVectorizer(), head(random_state=seed))
+
+
+def skrub_on_run_split(run_dir) -> BaselineResult:
+    """skrub's TableVectorizer + HistGradientBoosting (:func:`skrub_pipeline`) fitted on the raw training rows of
+    the run's split (its resolved recipe rebuilds it) and scored on its test rows with the run's metric names
+    (regression: the standardised target, as the run's model is scored)."""
+    from hub.recipe import load_recipe
+    from hub.run.train import build_data
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    data = build_data(recipe)
+    data.setup()
+    pre, frames = data.preprocessor, data.frames
+    model = skrub_pipeline(pre.task, recipe.seed).fit(frames["train"].drop(columns=pre.target), data.train_set.y)
+    x_test, y_test = frames["test"].drop(columns=pre.target), data.test_set.y.numpy()
+    name = "skrub TableVectorizer + HistGradientBoosting"
+    if pre.task == "regression":
+        pred = model.predict(x_test)
+        metrics = {"test/rmse": float(np.sqrt(mean_squared_error(y_test, pred))),
+                   "test/mae": float(mean_absolute_error(y_test, pred))}
+        target, prediction = ((v * pre.target_std + pre.target_mean).tolist() for v in (y_test, pred))
+        return BaselineResult(name, metrics, {"target": target, "prediction": prediction})
+    proba = _proba(model, x_test, len(pre.classes))
+    labels = np.asarray(pre.classes)
+    metrics = {"test/acc": float(accuracy_score(y_test, proba.argmax(1)))}
+    metrics.update({"test/auroc": float(roc_auc_score(y_test, proba[:, 1]))} if proba.shape[1] == 2 else
+                   {"test/f1": float(f1_score(y_test, proba.argmax(1), average="macro"))})
+    return BaselineResult(name, metrics, {"target": labels[y_test].tolist(), "prediction": labels[proba.argmax(1)]
+                                          .tolist(), **{f"proba_{c}": proba[:, i].tolist() for i, c in
+                                                        enumerate(labels)}})

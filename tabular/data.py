@@ -31,6 +31,7 @@ from hub.data import HubDataModule, data_dir, dataset_file, stratified_split
 from hub.errors import DataError
 from tabular.io import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
 from tabular.models.tab_transformer import pretrain
+from tabular.row_graph import EMBED_DIM, RowGraphPreprocessor, StringEmbedder, unlabelled_graphs
 
 ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
                  "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country",
@@ -49,7 +50,19 @@ FILES = {
                     "datasets/housing/housing.csv"),
     "Churn_Modelling.csv": ("churn_modelling", "Churn_Modelling.csv",
                             "3996cd1fa372e0db0cd9c0ebac35bbd4e8e3c65fb942bb010c826e7b1eeef0a0", 684_858, None),
+    # the CARTE repository's four single tables (../shared/data/carte/PROVENANCE.md); no public URL serves them alone
+    **{f"carte/{file}": ("carte", file, sha256, size, None) for file, sha256, size in (
+        ("spotify.parquet", "baa78746662a38e7260ec3384c9df5708a0fd07c51ddbd7225e10f0c17469428", 2_508_770),
+        ("wine_dot_com_prices.parquet", "6e5ed07d4c15423708b008f1e46bf4cb4044d0983b94b41d7b3518e7bcd78103", 446_747),
+        ("wine_pl.parquet", "3bcd6e997d5e5ff75419dc8589c98b1d54b742dfde645263998811ea83ed2369", 106_985),
+        ("wine_vivino_price.parquet", "6e6d7d6e42887658e4695b65ea1ad86346333c93289ec3a755b3bbc5ed516434", 384_826),
+        ("config_spotify.json", "8221f230d2b81c4de57faac9c9cff91754fad8c39a1a889276d5f0021a4a0d9c", 98),
+        ("config_wine_dot_com_prices.json", "9e7247312b13092e2c8afab3a89bef8056b5d678c987381fd9a786ea038382db", 90),
+        ("config_wine_pl.json", "e50133522937d1a898ee0506970f3787f48e2166f572b1b28773abb59e5cf022", 88),
+        ("config_wine_vivino_price.json", "83d60587e466fdf644d306064b513ae01aab0a0c86a2aa5f175caf00d28b8ac8", 88),
+    )},
 }
+CARTE_TABLES = ("wine_pl", "wine_vivino_price", "wine_dot_com_prices", "spotify")
 
 
 def data_file(key: str) -> Path:
@@ -115,6 +128,8 @@ class TabularData(HubDataModule):
             validation, in that order) and validate on fold ``index`` (:func:`hub.crossval.fold_indices`: a fold run
             of finetune's cross-validated choice).
         refit: train on every row, test included (that choice's refit; validation and test figures in-sample)."""
+
+    kind = "table"  # the input kind its cards name (input_spec["kind"])
 
     def __init__(self, target: str, task: str = "auto", numeric: list[str] | None = None,
                  categorical: list[str] | None = None, scaling: str = "quantile", val_fraction: float = 0.15,
@@ -182,11 +197,9 @@ class TabularData(HubDataModule):
         split = (f"validation {self.val_fraction:.0%}, test "
                  f"{'the published test file' if isinstance(loaded, tuple) else f'{self.test_fraction:.0%}'}")
         train, val, split = self._folded(train, val, test, split)
-        pre = TabularPreprocessor.fit(train, self.target, self.task_kind, self.numeric, self.categorical, self.scaling)
+        pre = self.fit_preprocessor(train)
         if self.cv_fold is not None and pre.task != "regression":  # a class of fewer rows than folds is validated in
-            pre.classes = TabularPreprocessor.fit(  # some fold it did not train on: the classes are the pool's
-                pd.concat([train, val]), self.target, self.task_kind, self.numeric, self.categorical,
-                self.scaling).classes
+            pre.classes = self.fit_preprocessor(pd.concat([train, val])).classes  # some fold it did not train on
         unlabelled = 0
         if self.label_fraction < 1:
             if self.pretrain_epochs:  # every training row's categoricals, labels unused
@@ -199,18 +212,26 @@ class TabularData(HubDataModule):
         self.num_classes = pre.num_outputs
         self.label_names = list(pre.classes)
         self.output_names = [self.target] if pre.task == "regression" else []
-        sets = {}
-        for name, frame in self.frames.items():
-            x_num, x_cat = pre.transform(frame)
-            sets[name] = TabularRows(x_num, x_cat, pre.transform_target(frame[self.target]), with_index=name == "train")
+        sets = {name: self.rows(frame, name) for name, frame in self.frames.items()}
         self.train_set, self.val_set, self.test_set = sets["train"], sets["val"], sets["test"]
         if self.pretrain_epochs and self.pretrain_x_cat is None:  # every row is labelled: pre-train on them
             self.pretrain_x_cat = self.train_set.x_cat
-        self.input_spec = {"kind": "table", "preprocessor": pre.to_dict()}
+        self.input_spec = {"kind": self.kind, "preprocessor": pre.to_dict()}
         self.info = {**self.base_info, "sizes": [len(train), len(val), len(test)],
                      **({"unlabelled_train_rows": unlabelled} if unlabelled else {}),
                      "split": f"{split}, {'stratified by class, ' if pre.task != 'regression' else ''}"
                               f"split_seed={self.split_seed}"}
+
+    def fit_preprocessor(self, frame: pd.DataFrame) -> TabularPreprocessor:
+        """The preprocessing fitted on the training rows ``frame`` (a subclass's hook)."""
+        return TabularPreprocessor.fit(frame, self.target, self.task_kind, self.numeric, self.categorical,
+                                       self.scaling)
+
+    def rows(self, frame: pd.DataFrame, split: str) -> Dataset:
+        """The model's dataset of a split's rows, preprocessed by ``self.preprocessor`` (a subclass's hook)."""
+        x_num, x_cat = self.preprocessor.transform(frame)
+        return TabularRows(x_num, x_cat, self.preprocessor.transform_target(frame[self.target]),
+                           with_index=split == "train")
 
     def _folded(self, train: pd.DataFrame, val: pd.DataFrame, test: pd.DataFrame,
                 split: str) -> tuple[pd.DataFrame, pd.DataFrame, str]:
@@ -273,6 +294,69 @@ class CSVData(TabularData):
         return read_table(self.path, self.drop)
 
 
+class RowGraphs(Dataset):
+    """CARTE's row graphs (:mod:`tabular.row_graph`): each sample's inputs are ``{"values": (L, E), "columns":
+    (L, E), "mask": (L,) bool}`` (the columns' embeddings are the same for every row, kept once).
+
+    Args:
+        values: leaf values (N, L, E) float32; columns: column-name embeddings (L, E); mask: cells present (N, L);
+        y: targets (N,), class indices or standardised values."""
+
+    def __init__(self, values: np.ndarray, columns: np.ndarray, mask: np.ndarray, y: np.ndarray):
+        self.values, self.columns = torch.as_tensor(values), torch.as_tensor(columns)
+        self.mask, self.y = torch.as_tensor(mask), torch.as_tensor(y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def inputs(self, rows) -> dict[str, torch.Tensor]:
+        """The model's keyword inputs of ``rows`` (a slice or index tensor): columns (L, E) shared."""
+        return {"values": self.values[rows], "columns": self.columns, "mask": self.mask[rows]}
+
+    def __getitem__(self, i):
+        return {"values": self.values[i], "columns": self.columns, "mask": self.mask[i]}, self.y[i]
+
+
+class RowGraphData(TabularData):
+    """A table as CARTE's row graphs: :class:`TabularData`'s split, :class:`~tabular.row_graph.RowGraphPreprocessor`
+    fitted on the training rows.
+
+    Args:
+        loader: a function returning the whole table (a DataFrame).
+        embedder: the string embedding (None: GloVe when installed, else hashed character n-grams).
+        pretrain_steps: CARTE's contrastive pretraining on the background tables before the first epoch (0: none).
+        pretrain_exclude: background tables left out of it (the table under test).
+        **kwargs: :class:`TabularData`'s (target, task, split, batch size, ...)."""
+
+    kind = "carte_table"
+
+    def __init__(self, loader, embedder: str | None = None, pretrain_steps: int = 0,
+                 pretrain_exclude: tuple[str, ...] = (), **kwargs):
+        super().__init__(**kwargs)
+        if pretrain_steps < 0:
+            raise DataError(f"data.args.pretrain_steps must be >= 0, got {pretrain_steps}")
+        self.loader, self.embedder = loader, StringEmbedder(embedder)
+        self.pretrain_steps, self.pretrain_exclude = pretrain_steps, tuple(pretrain_exclude)
+
+    def load(self):
+        return self.loader()
+
+    def fit_preprocessor(self, frame: pd.DataFrame) -> RowGraphPreprocessor:
+        return RowGraphPreprocessor.fit(frame, self.target, self.task_kind, self.numeric, self.categorical,
+                                        self.embedder.name)
+
+    def rows(self, frame: pd.DataFrame, split: str) -> RowGraphs:
+        values, columns, mask = self.preprocessor.transform(frame, self.embedder)
+        return RowGraphs(values, columns, mask, self.preprocessor.transform_target(frame[self.target]))
+
+    def model_args(self) -> dict[str, Any]:
+        return {"num_classes": self.preprocessor.num_outputs, "embed_dim": EMBED_DIM}
+
+    def callbacks(self, model):
+        return [BackgroundPretraining(self.pretrain_exclude, self.pretrain_steps, self.embedder, self.seed)] \
+            if self.pretrain_steps else []
+
+
 def _sklearn(name: str) -> pd.DataFrame:
     import sklearn.datasets
 
@@ -291,6 +375,46 @@ def _adult() -> tuple[pd.DataFrame, pd.DataFrame]:
         return frame
 
     return read("adult.data", 0), read("adult.test", 1)
+
+
+def carte_table(name: str) -> tuple[pd.DataFrame, str, str]:
+    """One of the CARTE repository's tables (:data:`CARTE_TABLES`): ``(frame, target, task)`` as its config file
+    names them (task ``regression`` or ``binary``); its text columns stay text (CARTE embeds them, ``Year`` too)."""
+    import json
+
+    if name not in CARTE_TABLES:
+        raise DataError(f"unknown CARTE table {name!r}; expected one of {CARTE_TABLES}")
+    config = json.loads(data_file(f"carte/config_{name}.json").read_text())
+    frame = pd.read_parquet(data_file(f"carte/{name}.parquet"))
+    return frame, config["target_name"], "regression" if config["task"] == "regression" else "binary"
+
+
+def text_columns(frame: pd.DataFrame, target: str | None = None) -> list[str]:
+    """The feature columns that are not of a numeric dtype (a parquet table's strings, even those that read as
+    numbers, such as a year: CARTE embeds them as text)."""
+    return [c for c in frame.columns if c != target and not pd.api.types.is_numeric_dtype(frame[c])]
+
+
+def background_tables(exclude: tuple[str, ...] = (), rows: int = 4000, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """The tables CARTE pretrains on, targets kept as cells (no schema is matched, no label used): scikit-learn's
+    breast cancer, wine and diabetes, Adult, California Housing, Churn Modelling and the CARTE tables not in
+    ``exclude``, each at most ``rows`` rows drawn with ``seed``; a table whose data is not here is left out."""
+    from hub.errors import DatasetUnavailable
+
+    loaders = {"breast_cancer": lambda: _sklearn("breast_cancer"), "wine": lambda: _sklearn("wine"),
+               "diabetes": lambda: _sklearn("diabetes"), "adult": lambda: _adult()[0],
+               "california_housing": lambda: read_table(data_file("housing.csv")),
+               "churn_modelling": lambda: read_table(data_file("Churn_Modelling.csv"),
+                                                     ["RowNumber", "CustomerId", "Surname"]),
+               **{f"carte_{n}": (lambda n=n: carte_table(n)[0]) for n in CARTE_TABLES if n not in exclude}}
+    found = {}
+    for name, load in loaders.items():
+        try:
+            frame = load()
+        except DatasetUnavailable:
+            continue
+        found[name] = frame.sample(min(rows, len(frame)), random_state=seed).reset_index(drop=True)
+    return found
 
 
 SKLEARN_INFO = {"source": "scikit-learn's shipped copy (sklearn.datasets)", "license": "BSD-3-Clause (scikit-learn)"}
@@ -374,6 +498,41 @@ def tabular_csv(path: str, target: str, task: str = "auto", numeric: list[str] |
                    num_workers=num_workers, seed=seed, cv_fold=cv_fold, refit=refit)
 
 
+@register_dataset(task="classification")
+def carte_csv(path: str, target: str, task: str = "auto", numeric: list[str] | None = None,
+              categorical: list[str] | None = None, drop: list[str] = (), val_fraction: float = 0.15,
+              test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 64, num_workers: int = 0,
+              seed: int = 0, embedder: str | None = None, pretrain_steps: int = 0) -> RowGraphData:
+    """Any CSV with a header as CARTE's row graphs (strings, numbers, empty cells): ``target`` column, task
+    auto|binary|multiclass|regression, the other columns cells; ``pretrain_steps`` of pretraining on the
+    background tables first."""
+    if task not in TASKS:
+        raise DataError(f"data.args.task must be one of {TASKS}, got {task!r}")
+    return RowGraphData(lambda: read_table(path, drop), embedder, pretrain_steps, target=target, task=task,
+                        numeric=numeric, categorical=categorical, val_fraction=val_fraction,
+                        test_fraction=test_fraction, split_seed=split_seed,
+                        info={"source": str(path), "license": "the user's data"}, batch_size=batch_size,
+                        num_workers=num_workers, seed=seed)
+
+
+@register_dataset(task="regression")
+def carte_tables(table: str = "wine_pl", val_fraction: float = 0.15, test_fraction: float = 0.15,
+                 split_seed: int = 0, batch_size: int = 64, num_workers: int = 0, seed: int = 0,
+                 embedder: str | None = None, pretrain_steps: int = 0) -> RowGraphData:
+    """A table of the CARTE repository (wine_pl, wine_vivino_price, wine_dot_com_prices: log price regression;
+    spotify: popularity, binary) as row graphs, its text columns embedded as text; ``pretrain_steps`` on the
+    background tables other than it first."""
+    if table not in CARTE_TABLES:
+        raise DataError(f"data.args.table must be one of {CARTE_TABLES}, got {table!r}")
+    frame, target, task = carte_table(table)
+    info = {"source": f"CARTE repository (Kim et al., ICML 2024), table {table}, HUB_DATA_DIR/carte",
+            "license": "BSD-3-Clause (soda-inria/carte)"}
+    return RowGraphData(lambda: carte_table(table)[0], embedder, pretrain_steps, (table,), target=target,
+                        task=task, categorical=text_columns(frame, target), val_fraction=val_fraction,
+                        test_fraction=test_fraction, split_seed=split_seed, info=info, batch_size=batch_size,
+                        num_workers=num_workers, seed=seed)
+
+
 # Training callbacks of the tabular families, kept here (with the data that brings them to a trainer) so that the
 # model modules import no Lightning.
 class TrainingRowCandidates(pl.Callback):
@@ -405,3 +564,35 @@ class ReplacedTokenPretraining(pl.Callback):
         model = pl_module.plain_model
         device = next(model.parameters()).device
         trainer.datamodule.info["pretrain_loss"] = pretrain(model, self.x_cat.to(device), self.epochs, seed=self.seed)
+
+
+class BackgroundPretraining(pl.Callback):
+    """Lightning callback that pretrains a CARTE model on the background tables (:func:`tabular.models.carte.pretrain`)
+    when fitting starts, and records the tables and the loss in the data's ``info`` (the card's data section). A
+    resumed run skips it.
+
+    Args:
+        exclude: background tables left out (:func:`background_tables`).
+        steps: optimiser steps.
+        embedder: the :class:`~tabular.row_graph.StringEmbedder` of the data (the same vectors as fine-tuning).
+        seed: seed of the tables' rows and of the steps' draws."""
+
+    def __init__(self, exclude: tuple[str, ...], steps: int, embedder: StringEmbedder, seed: int = 0):
+        self.exclude, self.steps, self.embedder, self.seed = exclude, steps, embedder, seed
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        from tabular.models.carte import CARTE
+        from tabular.models.carte import pretrain as pretrain_carte
+
+        model = pl_module.plain_model
+        if trainer.global_step > 0:
+            return
+        if not isinstance(model, CARTE):
+            raise DataError(f"data.args.pretrain_steps: only carte pretrains on background tables, not "
+                            f"{type(model).__name__}; set it to 0")
+        tables = background_tables(self.exclude, seed=self.seed)
+        graphs = [tuple(torch.as_tensor(a) for a in unlabelled_graphs(frame, self.embedder, text_columns(frame)))
+                  for frame in tables.values()]
+        losses = pretrain_carte(model, graphs, self.steps, seed=self.seed)
+        trainer.datamodule.info["pretrain"] = {"tables": sorted(tables), "steps": self.steps,
+                                               "loss": [round(v, 4) for v in losses]}

@@ -100,3 +100,38 @@ def table_samples(card, inputs: list[str], data: str | None = None) -> Iterator[
         x_num, x_cat, where = test.x_num, test.x_cat, "the card's test split"
     for row in _rows(inputs, len(x_num), where):
         yield f"row{row}", {"x_num": x_num[row - 1:row], "x_cat": x_cat[row - 1:row]}
+
+
+def cell_explanation(card, model, inputs: dict[str, torch.Tensor], target: int | None = None) -> Explanation:
+    """What CARTE's row representation read: the centre node's attention to each cell in the last block (mean over
+    heads; values (L,), a missing cell 0), the weights that form the row's state that the head reads. With
+    ``--target`` the attention is the same for every class (it is not class-specific). Shapes: values (1, L, E),
+    columns (L, E) or (1, L, E), mask (1, L)."""
+    pre = card.input_spec["preprocessor"]
+    model.eval()
+    with torch.no_grad():
+        out = model(**inputs)
+        weights = model.cell_attention(**inputs)[0, -1].mean(0)  # (B, depth, H, L) -> (L,)
+    chosen, probability = class_target(out, target) if card.label_names else (None, None)
+    output = None if card.label_names else float(out.reshape(-1)[0])
+    return Explanation(weights.numpy(), "CARTE: the row's centre node's graph attention to each cell (last block, "
+                       "mean over heads; the rest goes to the centre itself)", chosen, probability, output,
+                       labels=list(pre["numeric"]) + list(pre["categorical"]), axes=("cell",))
+
+
+def graph_samples(card, inputs: list[str], data: str | None = None) -> Iterator[tuple[str, dict]]:
+    """``(rowN, {"values", "columns", "mask"})`` per 1-based row number of ``data`` (raw rows, the card's
+    preprocessing applies) or, without it, of the card's test split; default: the first four rows."""
+    from tabular.row_graph import RowGraphPreprocessor
+
+    if data:
+        pre = RowGraphPreprocessor.from_dict(card.input_spec["preprocessor"])
+        values, columns, mask = (torch.as_tensor(a) for a in pre.transform(read_table(data)))
+        where = data
+    else:
+        from hub.run.evaluate import card_data
+
+        test = card_data(card).test_set
+        values, columns, mask, where = test.values, test.columns, test.mask, "the card's test split"
+    for row in _rows(inputs, len(values), where):
+        yield f"row{row}", {"values": values[row - 1:row], "columns": columns, "mask": mask[row - 1:row]}

@@ -50,6 +50,7 @@ TINY = {
     "scene": ("slot_autoencoder_micro_64.shapes", {"num_slots": 2, "num_iterations": 1}, {}, FORMATS),
     "audio": ("timbre_attention.fsdd", {"embed_dim": 16}, {}, ("pt2",)),
     "table": ("mlp.adult", {"hidden": 16, "depth": 1}, {}, FORMATS),
+    "carte_table": ("carte.wine_pl", {"dim": 16, "num_heads": 2}, {}, FORMATS),
     "survival_table": ("survival_fusion.metabric", {"dim": 8, "num_heads": 2}, {}, FORMATS),
     "icu_stays": ("tfcam.physionet2012", {"dim": 8, "summary_dim": 16, "k": 2}, {}, ("pt2",)),
     "sensor_series": ("rul_attention.fd001", {"dim": 8, "num_heads": 2}, {}, ("pt2",)),

@@ -129,3 +129,26 @@ def test_semi_supervised_setting_keeps_a_share_of_labels_and_pretrains_on_every_
         semi.callbacks(hub.create_model("mlp", **dims))
     with pytest.raises(DataError, match="label_fraction"):
         adult(label_fraction=0.0)
+
+
+def test_carte_tag_reproduces_its_card_predicts_raw_rows_and_reads_the_carte_tables(tmp_path):
+    """carte.wine_pl (issue 67): its weights give the card's seed-0 test RMSE on the card's split, predict raw
+    parquet rows (text cells embedded, a number in its column's scale), and the four CARTE tables load with their
+    configs' targets and tasks, text columns kept as text."""
+    from hub.cli import main
+    from hub.run.evaluate import evaluate
+    from tabular.data import CARTE_TABLES, carte_table, text_columns
+
+    card = hub.model_card("carte.wine_pl")
+    metrics = evaluate("carte.wine_pl", progress=False)
+    assert metrics["test/rmse"] == pytest.approx(card.metrics["test/rmse"]["values"][0], abs=1e-4)
+    frame, target, task = carte_table("wine_pl")
+    frame.drop(columns=target).head(6).to_csv(tmp_path / "rows.csv", index=False)
+    assert main(["predict", "carte.wine_pl", "--data", str(tmp_path / "rows.csv"), "--out",
+                 str(tmp_path / "p.csv")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "p.csv")))
+    assert len(rows) == 6 and all(1.0 < float(r["price"]) < 4.5 for r in rows)  # log10 prices of the table
+    found = {name: carte_table(name)[1:] for name in CARTE_TABLES}
+    assert found == {"wine_pl": ("price", "regression"), "wine_vivino_price": ("Price", "regression"),
+                     "wine_dot_com_prices": ("Prices", "regression"), "spotify": ("popularity", "binary")}
+    assert "Year" in text_columns(carte_table("wine_vivino_price")[0])

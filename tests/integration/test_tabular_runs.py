@@ -146,3 +146,37 @@ def test_forced_blend_on_a_regression_predicts_the_blend(tmp_path, capsys):
     theirs = baseline_outputs(model.pretrained_cfg, tmp_path / "rows.csv")
     expected = entry["weight"] * mine.reshape(-1).numpy() + (1 - entry["weight"]) * theirs
     np.testing.assert_allclose([float(r["score"]) for r in rows], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_cli_finetune_carte_on_a_csv_of_strings_numbers_and_empty_cells_then_predict_and_explain(tmp_path, capsys):
+    """``attnhub finetune carte --data my.csv --target COL`` (issue 67): CARTE's row graphs of any CSV, a few
+    pretraining steps on the background tables, the skrub + HistGradientBoosting baseline beside it, predictions
+    with OOD flags on raw rows, the cells' attention as the explanation."""
+    from hub.cli import main
+
+    rng = np.random.default_rng(0)
+    grapes = rng.choice(["merlot", "pinot noir", "riesling", "syrah"], 240)
+    frame = pd.DataFrame({"wine_name": [f"Chateau {g} {y}" for g, y in zip(grapes, rng.integers(2000, 2020, 240))],
+                          "grape": grapes, "abv": rng.normal(13, 1, 240).round(1), "country": rng.choice(
+                              ["France", "Italy", None], 240)})
+    frame["price"] = (frame["abv"] - 13) * 0.3 + np.where(frame["grape"] == "pinot noir", 1.0, 0.0) + 2.5
+    frame.loc[[3, 7], "abv"] = np.nan
+    frame.to_csv(tmp_path / "my.csv", index=False)
+    frame.drop(columns="price").head(5).to_csv(tmp_path / "rows.csv", index=False)
+    assert main(["finetune", "carte", "--data", str(tmp_path / "my.csv"), "--target", "price", "--output-dir",
+                 str(tmp_path / "runs"), "data.args.pretrain_steps=3", "data.args.embedder=char-ngram-hash",
+                 "trainer.max_epochs=2", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "skrub TableVectorizer + HistGradientBoosting on the same split: test/rmse" in out
+    run = out.split("run folder: ")[1].split()[0]
+    card = hub.model_card(run)
+    assert card.input_spec["kind"] == "carte_table"
+    assert card.input_spec["preprocessor"]["embedder"] == "char-ngram-hash"
+    assert card.data["pretrain"]["steps"] == 3 and "breast_cancer" in card.data["pretrain"]["tables"]
+    assert main(["predict", run, "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "preds.csv")]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "preds.csv")))
+    assert len(rows) == 5 and list(rows[0])[:2] == ["row", "price"] and "ood" in rows[0]
+    assert all(np.isfinite(float(r["price"])) for r in rows)
+    assert main(["explain", run, "1", "--data", str(tmp_path / "rows.csv"), "--out", str(tmp_path / "ex")]) == 0
+    record = json.loads(next((tmp_path / "ex").glob("*.json")).read_text())
+    assert "centre node" in record["method"] and record["shape"] == [4]
