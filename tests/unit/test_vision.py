@@ -55,10 +55,11 @@ def test_airbench_whitening_from_data_and_test_time_augmentation():
     logits = model.forward_head(model.forward_features(x)), model.forward_head(model.forward_features(x.flip(-1)))
     assert torch.allclose(model(x), 0.5 * (logits[0] + logits[1]), atol=1e-5)
     model.tta = "flip_translate"  # airbench's level 2: half the mirrored pair, a quarter each one-pixel shift's pair
-    padded = torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect")
-    pairs = [0.5 * (model.forward_head(model.forward_features(v)) + model.forward_head(model.forward_features(
-        v.flip(-1)))) for v in (x, padded[..., :32, :32], padded[..., 2:, 2:])]
-    assert torch.allclose(model(x), 0.5 * pairs[0] + 0.25 * (pairs[1] + pairs[2]), atol=1e-5)
+    for x in (x, torch.randn(40, 3, 32, 32)):  # the views in one call (a small batch), or one call each
+        padded = torch.nn.functional.pad(x, (1, 1, 1, 1), mode="reflect")
+        pairs = [0.5 * (model.forward_head(model.forward_features(v)) + model.forward_head(model.forward_features(
+            v.flip(-1)))) for v in (x, padded[..., :32, :32], padded[..., 2:, 2:])]
+        assert torch.allclose(model(x), 0.5 * pairs[0] + 0.25 * (pairs[1] + pairs[2]), atol=1e-5)
     with pytest.raises(DataError, match="tta must be one of"):
         hub.create_model("airbench_cbam_micro_32", tta="many")
 
