@@ -321,19 +321,21 @@ class AudioFolderData(SpectrogramData):
         cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the clips outside the test split and validate
             on fold ``index`` (:func:`hub.data.folded_splits`; finetune's cross-validated choice).
         refit: train on every clip, test included (that choice's refit).
+        groups: a regular expression that reads each clip's group (speaker, recording session) from its file name
+            (:func:`hub.data.file_groups`): splits carved and folds keep a group whole. None: clips independent.
         **kwargs: those of :class:`SpectrogramData`."""
 
     def __init__(self, root: str, split_seed: int, val_fraction: float, test_fraction: float,
-                 cv_fold: list[int] | None = None, refit: bool = False, **kwargs):
+                 cv_fold: list[int] | None = None, refit: bool = False, groups: str | None = None, **kwargs):
         super().__init__(**kwargs)
         self.root, self.split_seed = Path(root), split_seed
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
-        self.cv_fold, self.refit = cv_fold, refit
+        self.cv_fold, self.refit, self.groups = cv_fold, refit, groups
 
     def split_items(self):
         splits, classes = class_folder_splits(self.root, scan_audio_folder, self.val_fraction, self.test_fraction,
-                                              self.split_seed)
-        splits, said = folded_splits(splits, self.cv_fold, self.refit)
+                                              self.split_seed, self.groups)
+        splits, said = folded_splits(splits, self.cv_fold, self.refit, self.groups)
         self.info.update({"source": str(self.root), "license": "the user's data", "split": said})
         return splits, classes
 
@@ -345,7 +347,7 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
                  time_shift: int | None = None, noise: float = 0.1, mixup: float = 0.0,
                  lifter: int | None = None, time_fit: str = "cut", tilt: float = 0.0,
                  trim_db: float | None = None, warp: float = 0.0, cv_fold: list[int] | None = None,
-                 refit: bool = False) -> AudioFolderData:
+                 refit: bool = False, groups: str | None = None) -> AudioFolderData:
     """A folder of WAV/FLAC files (any rate, mono or stereo), one sub-folder per class, maybe in train/ [val/ test/]
     (:class:`AudioFolderData`); mean/std default to the training split's; ``tilt`` and ``warp`` as in
     :class:`SpectrogramAugment`, ``lifter`` as in
@@ -353,10 +355,11 @@ def audio_folder(root: str, target_frames: int = 100, mean: float | None = None,
     :func:`audio.features.fit_frames`. ``time_shift`` (a random roll of up to that many frames) defaults to 10 for
     cut clips and 0 for stretched ones, where the word fills every frame and a roll would wrap its end round to its
     start (``docs/experiments/2026-12-audio-fsdd.md``). ``cv_fold`` and ``refit``: the fold runs and the refit of
-    finetune's cross-validated choice (:class:`AudioFolderData`)."""
+    finetune's cross-validated choice; ``groups``: the file-name pattern of each clip's group (speaker)
+    (:class:`AudioFolderData`)."""
     if time_shift is None:
         time_shift = 10 if time_fit == "cut" else 0
-    return AudioFolderData(root, split_seed, val_fraction, test_fraction, cv_fold, refit, batch_size=batch_size,
+    return AudioFolderData(root, split_seed, val_fraction, test_fraction, cv_fold, refit, groups, batch_size=batch_size,
                            num_workers=num_workers, seed=seed, target_frames=target_frames, mean=mean, std=std,
                            augment=_augment(freq_mask, time_mask, time_shift, noise, mixup, tilt, warp), lifter=lifter,
                            time_fit=time_fit, trim_db=trim_db)

@@ -22,6 +22,7 @@ from audio.features import model_input
 from hub.errors import DataError
 from hub.explain import Explanation
 from hub.kinds import (
+    FOLDER_GROUPS,
     BaselineResult,
     CrossValidation,
     InputForm,
@@ -29,6 +30,7 @@ from hub.kinds import (
     KindSpec,
     OODProfile,
     batch_axes,
+    grouped_args,
     predict_per_file,
     register_kind,
 )
@@ -75,14 +77,16 @@ class AudioKind(InputKind):
     tasks = ("audio-classification",)
     ood = OODProfile(input_scores=("inputs",), summary=spectrogram_summary)
     input_form = InputForm.FILE_EACH
+    options = (FOLDER_GROUPS,)
 
-    def finetune_data(self, card, path: str) -> DataSection:
+    def finetune_data(self, card, path: str, groups: str | None = None) -> DataSection:
         """Fine-tuning data keeps the card's frame count, smoothing, trimming and normalisation, which the weights
         were trained on."""
         spec = self.spec(card)
         return DataSection(name="audio_folder", args={"root": str(path), "target_frames": spec.target_frames,
                                                       "mean": spec.mean, "std": spec.std, "lifter": spec.lifter,
-                                                      "trim_db": spec.trim_db, "time_fit": spec.time_fit})
+                                                      "trim_db": spec.trim_db, "time_fit": spec.time_fit,
+                                                      **grouped_args(groups)})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         return predict_per_file(model, paths, lambda path: model_input(path, card.input_spec), batch_size)
@@ -142,10 +146,11 @@ class AudioKind(InputKind):
         """The kept logistic regression's class probabilities for the audio file at ``path`` (1, C)."""
         return mfcc_probabilities(card, path)
 
-    def default_recipe(self, family: str, path: str) -> Recipe:
+    def default_recipe(self, family: str, path: str, groups: str | None = None) -> Recipe:
         """The user's class folders as 1 s of log-mels (100 frames, cut or padded) with the audio folder's
         augmentation (SpecAugment, time roll, noise) and mixup; AdamW, cosine schedule, early stopping on
         validation, the best epoch tested (40 epochs at most)."""
         optimizer = OPTIMIZER.replace(lr=LEARNING_RATES.get(family, OPTIMIZER.lr))
-        return scratch_recipe(family, DataSection(name="audio_folder", args={"root": str(path), "mixup": MIXUP}),
+        return scratch_recipe(family, DataSection(name="audio_folder", args={"root": str(path), "mixup": MIXUP,
+                                                                            **grouped_args(groups)}),
                               optimizer=optimizer, scheduler=SCHEDULER, trainer=TRAINER)

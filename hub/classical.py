@@ -154,6 +154,7 @@ def folder_cross_validation(run_dir, name: str, features) -> CrossValidation | N
     folder splits (``split_items``)."""
     from collections import Counter
 
+    from hub.data import file_groups
     from hub.models import load
     from hub.predictor import model_outputs, probabilities
     from hub.recipe import load_recipe
@@ -166,6 +167,7 @@ def folder_cross_validation(run_dir, name: str, features) -> CrossValidation | N
     splits, classes = data.split_items()
     pool = splits["train"] + splits["val"]
     labels = np.array([label for _, label in pool])
+    groups = None if data.groups is None else file_groups([f for f, _ in pool], data.groups)  # as folded_splits'
     x = features([f for f, _ in pool])
     picked: list[float] = []
 
@@ -201,7 +203,7 @@ def folder_cross_validation(run_dir, name: str, features) -> CrossValidation | N
         return save_arrays(arrays, Path(out_dir) / LINEAR_FILE)
 
     return CrossValidation(
-        task="classification", labels=labels, label_names=list(classes), groups=None,
+        task="classification", labels=labels, label_names=list(classes), groups=groups,
         fold_overrides=lambda k, index, seed: [f"data.args.cv_fold=[{k},{index},{seed}]"],
         refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines,
         test=test if splits["test"] else None, refit=refit)

@@ -126,7 +126,7 @@ def cmd_finetune(args) -> int:
         _print_policy(summary["policy"])
     _print_run(run_dir)
     if comparison is not None:
-        print(format_comparison(run_dir, comparison, summary["test"][comparison["metric"]]))
+        print(format_comparison(run_dir, comparison))
     if "predictor" in summary:
         kept = summary["predictor"]
         print(format_cv(kept, (kept["test"] or {}).get("chosen")) if kept.get("selection") == "cross-validation"
@@ -362,10 +362,10 @@ def _add_finetune(sub, kind_options: bool = True) -> None:
                         "validation split of the model, the baseline and their blend (one weight on the model's "
                         "probabilities, values or rank-normalised risks, ties to the model); or force one")
     p.add_argument("--cv-folds", type=int, default=5,  # crossval.CV_FOLDS
-                   help="below 5,000 labelled items (crossval.CV_BELOW; graph folders, tables and survival tables so "
-                        "far), choose the predictor "
+                   help="below 5,000 labelled items (crossval.CV_BELOW; graph folders, tables, survival tables, "
+                        "image, audio and ICU stays folders), choose the predictor "
                         "by this many folds of cross-validation on every labelled item outside the test split "
-                        "(stratified by class), then refit the choice on every labelled item for predict, serve "
+                        "(stratified by class; grouped with --groups), then refit the choice on every labelled item for predict, serve "
                         "and export (default 5; the k fold runs and the refit are printed before they start); 0 "
                         "turns it off: the choice on the validation split")
     p.add_argument("--memory-tokens", type=int, default=5, metavar="N",  # finetune.MEMORY_TOKENS

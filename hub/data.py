@@ -97,6 +97,48 @@ def stratified_split(labels: np.ndarray, fractions: tuple[float, ...], seed: int
     return parts
 
 
+def grouped_split(groups: np.ndarray, fractions: tuple[float, ...], seed: int) -> list[np.ndarray]:
+    """Split indices into parts of about the given fractions of the items, whole groups to a part (no group in two
+    parts: a patient's, unit's or speaker's items all train, or all validate, or all test). The groups are shuffled
+    by ``seed`` and dealt in turn to the part furthest below its share; every part gets at least one group.
+    Shapes: groups (N,) -> parts of indices, sorted."""
+    groups = np.asarray(groups)
+    names, of_item, sizes = np.unique(groups, return_inverse=True, return_counts=True)
+    if len(names) < len(fractions):
+        raise DataError(f"{len(names)} groups cannot make a {'/'.join(str(f) for f in fractions)} split by group: "
+                        f"expected at least {len(fractions)}")
+    order = np.random.default_rng(seed).permutation(len(names))
+    share = np.asarray(fractions, dtype=np.float64) * len(groups)
+    filled = np.zeros(len(fractions))
+    part_of = np.empty(len(names), dtype=np.int64)
+    for step, g in enumerate(order):
+        part = step if step < len(fractions) else int(np.argmax(share - filled))
+        part_of[g] = part
+        filled[part] += sizes[g]
+    return [np.flatnonzero(part_of[of_item] == part) for part in range(len(fractions))]
+
+
+def file_groups(files: list[Path], pattern: str) -> np.ndarray:
+    """Each file's group, read from its name by the regular expression ``pattern`` (its first group where it has
+    one, else the whole match), e.g. ``^\\d+_([a-z]+)_`` for the speaker of FSDD's ``3_jackson_12.wav``. A name
+    it does not match raises, naming the file. Shapes: -> (len(files),) of str."""
+    import re
+
+    try:
+        compiled = re.compile(pattern)
+    except re.error as err:
+        raise DataError(f"groups {pattern!r} is not a regular expression ({err}); expected one whose first group "
+                        "in a file's name is its group, e.g. '^\\d+_([a-z]+)_'") from None
+    found = []
+    for file in files:
+        match = compiled.search(Path(file).name)
+        if match is None:
+            raise DataError(f"{file}: its name does not match the groups pattern {pattern!r}; every file needs a "
+                            "group")
+        found.append(match.group(1) if compiled.groups else match.group(0))
+    return np.array(found, dtype=str)
+
+
 SPLITS = ("train", "val", "test")
 
 
@@ -121,23 +163,24 @@ def split_keeping_rare(labels: np.ndarray, fractions: tuple[float, ...], seed: i
 
 
 def class_folder_splits(root: Path, scan: Callable[[Path], dict[str, list[Path]]], val_fraction: float,
-                        test_fraction: float, split_seed: int) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
+                        test_fraction: float, split_seed: int,
+                        groups: str | None = None) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
     """The ``(file, class index)`` items of the train, val and test splits of a user's folder of class folders, and
     the class names (sorted), for any file type: ``scan(folder)`` lists the files of each class folder of ``folder``.
 
     Either ``root/train/<class>/*`` with ``root/val/<class>/*`` and ``root/test/<class>/*`` where the user gives them
     (e.g. a test set of other speakers or an official test split), a missing one taken as a stratified part of
     ``train/`` (``val_fraction``, ``test_fraction`` of it); or ``root/<class>/*``, split stratified into
-    train/val/test. Every split must hold the classes of ``train/``.
+    train/val/test. Every split must hold the classes of ``train/``. With ``groups`` (a pattern of
+    :func:`file_groups`) the parts carved are whole groups (:func:`grouped_split`), not stratified.
     """
     fractions = {"val": val_fraction, "test": test_fraction}
     if not (root / "train").is_dir():
         found = scan(root)
         classes = sorted(found)
         items = [(f, i) for i, c in enumerate(classes) for f in found[c]]
-        parts = split_keeping_rare(np.array([label for _, label in items]),
-                                   (1 - val_fraction - test_fraction, val_fraction, test_fraction), split_seed,
-                                   str(root), classes)
+        parts = _carve(items, (1 - val_fraction - test_fraction, val_fraction, test_fraction), split_seed,
+                       str(root), classes, groups)
         return {s: [items[i] for i in part] for s, part in zip(SPLITS, parts)}, classes
     found = {s: scan(root / s) for s in SPLITS if (root / s).is_dir()}
     classes = sorted(found["train"])
@@ -148,30 +191,40 @@ def class_folder_splits(root: Path, scan: Callable[[Path], dict[str, list[Path]]
     carved = [s for s in SPLITS[1:] if s not in splits]
     if carved:
         train = splits["train"]
-        parts = split_keeping_rare(np.array([label for _, label in train]),
-                                   (1 - sum(fractions[s] for s in carved), *(fractions[s] for s in carved)),
-                                   split_seed, str(root / "train"), classes)
+        parts = _carve(train, (1 - sum(fractions[s] for s in carved), *(fractions[s] for s in carved)), split_seed,
+                       str(root / "train"), classes, groups)
         splits.update({s: [train[i] for i in part] for s, part in zip(("train", *carved), parts)})
     return splits, classes
 
 
+def _carve(items: list[tuple[Path, int]], fractions: tuple[float, ...], seed: int, source: str, classes: list[str],
+           groups: str | None) -> list[np.ndarray]:
+    """The parts of ``items`` of :func:`class_folder_splits`: stratified keeping rare classes, or by group."""
+    if groups is not None:
+        return grouped_split(file_groups([f for f, _ in items], groups), fractions, seed)
+    return split_keeping_rare(np.array([label for _, label in items]), fractions, seed, source, classes)
+
+
 def folded_splits(splits: dict[str, list[tuple[Path, int]]], cv_fold: list[int] | None = None,
-                  refit: bool = False) -> tuple[dict[str, list[tuple[Path, int]]], str]:
+                  refit: bool = False, groups: str | None = None) -> tuple[dict[str, list[tuple[Path, int]]], str]:
     """A folder's ``(file, class index)`` splits as ``finetune``'s cross-validated choice trains on them
     (:mod:`hub.crossval`), and what the split is, in words: with ``cv_fold`` ``[k, index, seed]``, the items of
     train and val (in that order: the folded items) split by :func:`hub.crossval.fold_indices`, training on the
     other k-1 folds and validating on fold ``index``; with ``refit``, every item trains, test included (the
-    validation and test figures are then in-sample). Neither: the splits as they are."""
-    said = "the folder's train/val/test split"
+    validation and test figures are then in-sample). Neither: the splits as they are. With ``groups`` (a pattern
+    of :func:`file_groups`) no group is split between folds."""
+    by = f", grouped by the file names' '{groups}'" if groups else ""
+    said = f"the folder's train/val/test split{by}"
     if cv_fold is not None:
         from hub.crossval import fold_indices
 
         k, index, seed = (int(v) for v in cv_fold)
         pool = splits["train"] + splits["val"]
-        fit, held = fold_indices("classification", np.array([label for _, label in pool]), k=k, seed=seed,
-                                 warn=lambda line: None)[index]
+        fit, held = fold_indices("classification", np.array([label for _, label in pool]),
+                                 None if groups is None else file_groups([f for f, _ in pool], groups), k=k,
+                                 seed=seed, warn=lambda line: None)[index]
         splits = {"train": [pool[i] for i in fit], "val": [pool[i] for i in held], "test": splits["test"]}
-        said = f"fold {index} of {k} (seed {seed}) of the items outside the test split"
+        said = f"fold {index} of {k} (seed {seed}) of the items outside the test split{by}"
     if refit:
         splits = {**splits, "train": splits["train"] + splits["val"] + splits["test"]}
         said += "; refit: every item trains (validation and test figures in-sample)"

@@ -290,7 +290,8 @@ def model_beats(metric: str, model: float, reference: float) -> bool:
 
 def compare_with_baseline(run_dir: Path, result: BaselineResult) -> dict:
     """Keep ``result`` in the run folder: its predictions in ``baseline_predictions.csv`` and, under ``baseline`` in
-    ``metrics.json``, its name, test metrics and the verdict on the first of its metrics that the run also has.
+    ``metrics.json``, its name, test metrics and the verdict on the first of its metrics that the run also has
+    (``model``: the run's figure of it; a refit by folds keeps this entry, its own test figures being in-sample).
     Returns that ``baseline`` entry."""
     run_dir = Path(run_dir)
     summary = json.loads((run_dir / "metrics.json").read_text())
@@ -299,7 +300,7 @@ def compare_with_baseline(run_dir: Path, result: BaselineResult) -> dict:
         raise HubError(f"the baseline {result.name} reports {sorted(result.metrics)}, none of the run's test "
                        f"metrics {sorted(summary.get('test', {}))}; they cannot be compared")
     metric = shared[0]
-    entry = {"name": result.name, "test": result.metrics, "metric": metric,
+    entry = {"name": result.name, "test": result.metrics, "metric": metric, "model": summary["test"][metric],
              "model_is_better": model_beats(metric, summary["test"][metric], result.metrics[metric])}
     if result.predictions:
         text = io.StringIO()
@@ -313,11 +314,11 @@ def compare_with_baseline(run_dir: Path, result: BaselineResult) -> dict:
     return entry
 
 
-def format_comparison(run_dir: Path, entry: dict, model_value: float) -> str:
+def format_comparison(run_dir: Path, entry: dict) -> str:
     """Two lines: the baseline's test metrics, and plainly which of the two is better on the compared metric."""
     metric, name = entry["metric"], entry["name"]
     scores = f"{name} on the same split: " + ", ".join(f"{k} {v:.4f}" for k, v in entry["test"].items())
-    figures = f"{metric} {model_value:.4f} against {entry['test'][metric]:.4f}"
+    figures = f"{metric} {entry['model']:.4f} against {entry['test'][metric]:.4f}"
     if entry["model_is_better"]:
         return f"{scores}\nthe model is at least as good as {name}: {figures}"
     kept = f"; its test predictions are in {Path(run_dir) / entry['predictions']}" if "predictions" in entry else ""

@@ -198,6 +198,17 @@ class KindOption:
     type: Callable[[str], Any] | None = None  # from the flag's text to the keyword's value (None: the text)
 
 
+# ``--groups`` of the kinds whose items are files in class folders (images, clips): read from the names.
+FOLDER_GROUPS = KindOption("groups", "image and audio folders: a regular expression whose first group in a file's "
+                           "name is its group (speaker, patient), e.g. '^\\d+_([a-z]+)_'")
+
+
+def grouped_args(groups: str | None) -> dict[str, str]:
+    """A data section's args of ``--groups`` (a column, a file-name pattern): none when items are independent, so
+    recipes without groups stay as they were. No group is then split between train/val/test or between folds."""
+    return {} if groups is None else {"groups": groups}
+
+
 class InputKind:
     """One input kind: subclass it, set ``name``, ``domain`` and ``Spec``, declare what differs from the defaults
     below, define the operations the kind supports, and decorate the class with :func:`register_kind`."""

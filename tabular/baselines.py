@@ -221,7 +221,8 @@ def gbdt_cross_validation(run_dir) -> CrossValidation:
         return save_skops(estimator, Path(out_dir) / BASELINE_FILE)
 
     return CrossValidation(
-        task=task, labels=labels_of([data.train_set, data.val_set], data), label_names=classes or None, groups=None,
+        task=task, labels=labels_of([data.train_set, data.val_set], data), label_names=classes or None,
+        groups=data.pool_groups,
         fold_overrides=lambda k, index, fold_seed: [f"data.args.cv_fold=[{k},{index},{fold_seed}]"],
         refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines, test=test,
         refit=refit)

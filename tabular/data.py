@@ -27,7 +27,7 @@ from torch.utils.data import Dataset
 
 from hub.core.registry import register_dataset
 from hub.core.weights import read_verified
-from hub.data import HubDataModule, data_dir, dataset_file, stratified_split
+from hub.data import HubDataModule, data_dir, dataset_file, grouped_split, stratified_split
 from hub.errors import DataError
 from tabular.io import TASKS, TabularPreprocessor, _labels, _rows, infer_task, read_table
 from tabular.models.tab_transformer import pretrain
@@ -127,7 +127,10 @@ class TabularData(HubDataModule):
         cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the rows outside the test split (train and
             validation, in that order) and validate on fold ``index`` (:func:`hub.crossval.fold_indices`: a fold run
             of finetune's cross-validated choice).
-        refit: train on every row, test included (that choice's refit; validation and test figures in-sample)."""
+        refit: train on every row, test included (that choice's refit; validation and test figures in-sample).
+        groups: the column naming each row's group (patient, unit, site): no group is split between training,
+            validation and test (:func:`hub.data.grouped_split`) nor between the folds of ``cv_fold``; not a feature.
+            None (default): rows are independent."""
 
     kind = "table"  # the input kind its cards name (input_spec["kind"])
 
@@ -135,10 +138,12 @@ class TabularData(HubDataModule):
                  categorical: list[str] | None = None, scaling: str = "quantile", val_fraction: float = 0.15,
                  test_fraction: float = 0.15, split_seed: int = 0, info: dict[str, Any] | None = None,
                  batch_size: int = 256, num_workers: int = 0, seed: int = 0, label_fraction: float = 1.0,
-                 pretrain_epochs: int = 0, cv_fold: list[int] | None = None, refit: bool = False):
+                 pretrain_epochs: int = 0, cv_fold: list[int] | None = None, refit: bool = False,
+                 groups: str | None = None):
         super().__init__(batch_size, num_workers, seed)
-        self.cv_fold, self.refit = cv_fold, refit
+        self.cv_fold, self.refit, self.groups = cv_fold, refit, groups
         self.pool_labels: np.ndarray | None = None  # the labels of the rows outside the test split (train, val)
+        self.pool_groups: np.ndarray | None = None  # their groups, with ``groups``
         if not 0 < label_fraction <= 1 or pretrain_epochs < 0:
             raise DataError(f"expected 0 < data.args.label_fraction <= 1 and data.args.pretrain_epochs >= 0, got "
                             f"{label_fraction} and {pretrain_epochs}")
@@ -156,14 +161,22 @@ class TabularData(HubDataModule):
     def load(self) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
         raise NotImplementedError
 
-    def _split(self, frame: pd.DataFrame, fractions: tuple[float, ...]) -> list[pd.DataFrame]:
+    def _split(self, frame: pd.DataFrame, fractions: tuple[float, ...], by_group: bool = True) -> list[pd.DataFrame]:
         if self.target not in frame.columns:
             raise DataError(f"target column {self.target!r} is not in the table; its columns are {list(frame.columns)}")
         missing = frame[self.target].isna().to_numpy()
         if missing.any():
             raise DataError(f"target column {self.target!r} is empty at rows {_rows(missing)}; every row used for "
                             "training and testing needs a target (drop the rows to predict, then use attnhub predict)")
-        if (self.task_kind if self.task_kind != "auto" else infer_task(frame[self.target])) == "regression":
+        if self.groups is not None and by_group:
+            if self.groups not in frame.columns or self.groups == self.target:
+                raise DataError(f"groups column {self.groups!r}: expected a column of the table other than the target "
+                                f"{self.target!r}; its columns are {list(frame.columns)}")
+            if frame[self.groups].isna().any():
+                raise DataError(f"groups column {self.groups!r} is empty at rows {_rows(frame[self.groups].isna())}; "
+                                "every row needs its group")
+            parts = grouped_split(frame[self.groups].astype(str).to_numpy(), fractions, self.split_seed)
+        elif (self.task_kind if self.task_kind != "auto" else infer_task(frame[self.target])) == "regression":
             order = np.random.default_rng(self.split_seed).permutation(len(frame))
             bounds = np.cumsum([int(round(f * len(frame))) for f in fractions[:-1]])
             parts = [np.sort(p) for p in np.split(order, bounds)]
@@ -197,6 +210,9 @@ class TabularData(HubDataModule):
         split = (f"validation {self.val_fraction:.0%}, test "
                  f"{'the published test file' if isinstance(loaded, tuple) else f'{self.test_fraction:.0%}'}")
         train, val, split = self._folded(train, val, test, split)
+        if self.groups is not None:  # no group in two parts; the group names no feature
+            split += f", grouped by {self.groups!r}"
+            train, val, test = (frame.drop(columns=[self.groups]) for frame in (train, val, test))
         pre = self.fit_preprocessor(train)
         if self.cv_fold is not None and pre.task != "regression":  # a class of fewer rows than folds is validated in
             pre.classes = self.fit_preprocessor(pd.concat([train, val])).classes  # some fold it did not train on
@@ -204,7 +220,7 @@ class TabularData(HubDataModule):
         if self.label_fraction < 1:
             if self.pretrain_epochs:  # every training row's categoricals, labels unused
                 self.pretrain_x_cat = torch.as_tensor(pre.transform(train)[1])
-            kept = self._split(train, (self.label_fraction, 1 - self.label_fraction))[0]
+            kept = self._split(train, (self.label_fraction, 1 - self.label_fraction), by_group=False)[0]
             train, unlabelled = kept, len(train) - len(kept)
         self.frames = {"train": train, "val": val, "test": test}
         self.preprocessor = pre
@@ -217,10 +233,10 @@ class TabularData(HubDataModule):
         if self.pretrain_epochs and self.pretrain_x_cat is None:  # every row is labelled: pre-train on them
             self.pretrain_x_cat = self.train_set.x_cat
         self.input_spec = {"kind": self.kind, "preprocessor": pre.to_dict()}
+        stratified = pre.task != "regression" and self.groups is None
         self.info = {**self.base_info, "sizes": [len(train), len(val), len(test)],
                      **({"unlabelled_train_rows": unlabelled} if unlabelled else {}),
-                     "split": f"{split}, {'stratified by class, ' if pre.task != 'regression' else ''}"
-                              f"split_seed={self.split_seed}"}
+                     "split": f"{split}, {'stratified by class, ' if stratified else ''}split_seed={self.split_seed}"}
 
     def fit_preprocessor(self, frame: pd.DataFrame) -> TabularPreprocessor:
         """The preprocessing fitted on the training rows ``frame`` (a subclass's hook)."""
@@ -240,12 +256,14 @@ class TabularData(HubDataModule):
         regression = (self.task_kind if self.task_kind != "auto" else infer_task(pool[self.target])) == "regression"
         self.pool_labels = (pool[self.target].to_numpy(np.float64) if regression
                             else pd.factorize(_labels(pool[self.target]), sort=True)[0])
+        if self.groups is not None:
+            self.pool_groups = pool[self.groups].astype(str).to_numpy()
         if self.cv_fold is not None:
             from hub.crossval import fold_indices
 
             k, index, fold_seed = (int(v) for v in self.cv_fold)
-            fit, held = fold_indices("regression" if regression else "classification", self.pool_labels, k=k,
-                                     seed=fold_seed, warn=lambda line: None)[index]
+            fit, held = fold_indices("regression" if regression else "classification", self.pool_labels,
+                                     self.pool_groups, k=k, seed=fold_seed, warn=lambda line: None)[index]
             train, val = pool.iloc[fit].reset_index(drop=True), pool.iloc[held].reset_index(drop=True)
             split = f"fold {index} of {k} (seed {fold_seed}) of the rows outside the test split"
         if self.refit:  # every row trains, test included: validation and test figures are in-sample
@@ -487,32 +505,35 @@ def churn_modelling(batch_size: int = 256, num_workers: int = 0, seed: int = 0, 
 def tabular_csv(path: str, target: str, task: str = "auto", numeric: list[str] | None = None,
                 categorical: list[str] | None = None, drop: list[str] = (), scaling: str = "quantile",
                 val_fraction: float = 0.15, test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 256,
-                num_workers: int = 0, seed: int = 0, cv_fold: list[int] | None = None, refit: bool = False) -> CSVData:
+                num_workers: int = 0, seed: int = 0, cv_fold: list[int] | None = None, refit: bool = False,
+                groups: str | None = None) -> CSVData:
     """Any CSV with a header: ``target`` column, task auto|binary|multiclass|regression, the other columns features.
-    ``cv_fold`` and ``refit``: the fold runs and the refit of finetune's cross-validated choice."""
+    ``cv_fold`` and ``refit``: the fold runs and the refit of finetune's cross-validated choice; ``groups``: the
+    column naming each row's group, kept whole in one split and one fold (:class:`TabularData`)."""
     if task not in TASKS:
         raise DataError(f"data.args.task must be one of {TASKS}, got {task!r}")
     return CSVData(path, drop, target=target, task=task, numeric=numeric, categorical=categorical, scaling=scaling,
                    val_fraction=val_fraction, test_fraction=test_fraction, split_seed=split_seed,
                    info={"source": str(path), "license": "the user's data"}, batch_size=batch_size,
-                   num_workers=num_workers, seed=seed, cv_fold=cv_fold, refit=refit)
+                   num_workers=num_workers, seed=seed, cv_fold=cv_fold, refit=refit, groups=groups)
 
 
 @register_dataset(task="classification")
 def carte_csv(path: str, target: str, task: str = "auto", numeric: list[str] | None = None,
               categorical: list[str] | None = None, drop: list[str] = (), val_fraction: float = 0.15,
               test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 64, num_workers: int = 0,
-              seed: int = 0, embedder: str | None = None, pretrain_steps: int = 0) -> RowGraphData:
+              seed: int = 0, embedder: str | None = None, pretrain_steps: int = 0,
+              groups: str | None = None) -> RowGraphData:
     """Any CSV with a header as CARTE's row graphs (strings, numbers, empty cells): ``target`` column, task
     auto|binary|multiclass|regression, the other columns cells; ``pretrain_steps`` of pretraining on the
-    background tables first."""
+    background tables first; ``groups`` as :func:`tabular_csv`'s."""
     if task not in TASKS:
         raise DataError(f"data.args.task must be one of {TASKS}, got {task!r}")
     return RowGraphData(lambda: read_table(path, drop), embedder, pretrain_steps, target=target, task=task,
                         numeric=numeric, categorical=categorical, val_fraction=val_fraction,
                         test_fraction=test_fraction, split_seed=split_seed,
                         info={"source": str(path), "license": "the user's data"}, batch_size=batch_size,
-                        num_workers=num_workers, seed=seed)
+                        num_workers=num_workers, seed=seed, groups=groups)
 
 
 @register_dataset(task="regression")

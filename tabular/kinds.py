@@ -25,6 +25,7 @@ from hub.kinds import (
     KindSpec,
     OODProfile,
     batch_axes,
+    grouped_args,
     register_kind,
 )
 from hub.recipe import DataSection, EarlyStoppingSection, OptimizerSection, Recipe, TrainerSection, scratch_recipe
@@ -61,6 +62,8 @@ class TableKind(InputKind):
         KindOption("target", "tables: the column to predict (default: the pretrained card's target)"),
         KindOption("task", "tables: the kind of target (default auto: text or few whole numbers = classes, else "
                    "regression)", choices=("auto", "binary", "multiclass", "regression")),
+        KindOption("groups", "tables: the column naming each row's group (patient, unit, site), not a feature. A group "
+                   "stays whole in one of train/val/test and in one cross-validation fold (default: none)"),
     )
 
     def target_units(self, input_spec: dict[str, Any]) -> tuple[float, float]:
@@ -70,11 +73,13 @@ class TableKind(InputKind):
             return 1.0, 0.0
         return float(pre.get("target_std", 1.0)), float(pre.get("target_mean", 0.0))
 
-    def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> DataSection:
-        """``--data my.csv --target COLUMN [--task ...]``: the card's target column is the default."""
+    def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto",
+                      groups: str | None = None) -> DataSection:
+        """``--data my.csv --target COLUMN [--task ...] [--groups COLUMN]``: the card's target column is the
+        default."""
         spec = self.spec(card).preprocessor
         return DataSection(name="tabular_csv", args={"path": str(path), "target": target or spec["target"],
-                                                     "task": task})
+                                                     "task": task, **grouped_args(groups)})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         """Yield ``(row numbers, outputs)`` for the rows of each CSV: class logits, or regression values in the
@@ -134,14 +139,16 @@ class TableKind(InputKind):
         ``baseline.skops`` (:func:`tabular.baselines.baseline_outputs`)."""
         return baseline_outputs(card, path)
 
-    def scratch_data(self, path: str, target: str, task: str) -> DataSection:
+    def scratch_data(self, path: str, target: str, task: str, groups: str | None) -> DataSection:
         """The data section of :meth:`default_recipe` (a subclass's hook)."""
-        return DataSection(name="tabular_csv", args={"path": str(path), "target": target, "task": task})
+        return DataSection(name="tabular_csv", args={"path": str(path), "target": target, "task": task,
+                                                     **grouped_args(groups)})
 
-    def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto") -> Recipe:
+    def default_recipe(self, family: str, path: str, target: str | None = None, task: str = "auto",
+                       groups: str | None = None) -> Recipe:
         if target is None:
             raise DataError(f"training {family!r} from scratch on {path} needs --target COLUMN (the column to predict)")
-        return scratch_recipe(family, self.scratch_data(path, target, task),
+        return scratch_recipe(family, self.scratch_data(path, target, task, groups),
                               optimizer=OPTIMIZER.replace(lr=LEARNING_RATES.get(family, OPTIMIZER.lr)), trainer=TRAINER)
 
 
@@ -155,10 +162,11 @@ class RowGraphKind(TableKind):
     name, Spec = "carte_table", TableSpec
     tasks = ("table-graph",)
 
-    def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto") -> DataSection:
+    def finetune_data(self, card, path: str, target: str | None = None, task: str = "auto",
+                      groups: str | None = None) -> DataSection:
         spec = self.spec(card).preprocessor
         return DataSection(name="carte_csv", args={"path": str(path), "target": target or spec["target"],
-                                                   "task": task, "embedder": spec["embedder"]})
+                                                   "task": task, "embedder": spec["embedder"], **grouped_args(groups)})
 
     def _graphs(self, card, frame) -> dict[str, torch.Tensor]:
         pre = RowGraphPreprocessor.from_dict(self.spec(card).preprocessor)
@@ -214,7 +222,7 @@ class RowGraphKind(TableKind):
     def baseline_outputs(self, card, path: str):
         raise DataError(f"the card of {card.name} predicts with its model; the carte_table kind keeps no baseline")
 
-    def scratch_data(self, path: str, target: str, task: str) -> DataSection:
+    def scratch_data(self, path: str, target: str, task: str, groups: str | None) -> DataSection:
         """The CSV as row graphs, pretraining on the background tables first."""
         return DataSection(name="carte_csv", args={"path": str(path), "target": target, "task": task,
-                                                   "pretrain_steps": PRETRAIN_STEPS})
+                                                   "pretrain_steps": PRETRAIN_STEPS, **grouped_args(groups)})

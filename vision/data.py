@@ -183,25 +183,27 @@ class ImageFolderData(ResidentImageData):
             default) or ``"randaugment"`` (light + RandAugment).
         cv_fold: ``[k, index, seed]``: train on the other k-1 folds of the images outside the test split and
             validate on fold ``index`` (:func:`hub.data.folded_splits`; finetune's cross-validated choice).
-        refit: train on every image, test included (that choice's refit)."""
+        refit: train on every image, test included (that choice's refit).
+        groups: a regular expression that reads each image's group (patient, camera, site) from its file name
+            (:func:`hub.data.file_groups`): splits carved and folds keep a group whole. None: images independent."""
 
     def __init__(self, root: str, height: int, width: int, channels: int, mean: list[float], std: list[float],
                  batch_size: int = 32, num_workers: int = 0, seed: int = 0, split_seed: int = 0,
                  val_fraction: float = 0.15, test_fraction: float = 0.15, augment: str = "light",
-                 cv_fold: list[int] | None = None, refit: bool = False):
+                 cv_fold: list[int] | None = None, refit: bool = False, groups: str | None = None):
         super().__init__(batch_size, num_workers, seed)
         self.root = Path(root)
         self.augment = augmentation(augment)  # a bad name fails now
         self.input_spec = image_spec(height, width, channels, mean, std)
         self.split_seed, self.val_fraction, self.test_fraction = split_seed, val_fraction, test_fraction
-        self.cv_fold, self.refit = cv_fold, refit
+        self.cv_fold, self.refit, self.groups = cv_fold, refit, groups
 
     def split_items(self) -> tuple[dict[str, list[tuple[Path, int]]], list[str]]:
         """The ``(file, class index)`` items of train, val and test, as ``cv_fold`` and ``refit`` make them, and
         the class names."""
         sets, classes = class_folder_splits(self.root, _scan_class_folders, self.val_fraction, self.test_fraction,
-                                            self.split_seed)
-        sets, self.split = folded_splits(sets, self.cv_fold, self.refit)
+                                            self.split_seed, self.groups)
+        sets, self.split = folded_splits(sets, self.cv_fold, self.refit, self.groups)
         return sets, classes
 
     def setup(self, stage: str | None = None) -> None:
@@ -223,13 +225,15 @@ class ImageFolderData(ResidentImageData):
 def image_folder(root: str, height: int, width: int, channels: int = 3, mean: list[float] = (0.5,) * 3,
                  std: list[float] = (0.5,) * 3, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
                  split_seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.15,
-                 augment: str = "light", cv_fold: list[int] | None = None, refit: bool = False) -> ImageFolderData:
+                 augment: str = "light", cv_fold: list[int] | None = None, refit: bool = False,
+                 groups: str | None = None) -> ImageFolderData:
     """A folder of images, one sub-folder per class (optionally under train/ [val/ test/]); decoded once into
     memory, training batches augmented on the device (``augment``: none, light = random resized crops + flips,
     randaugment = light + RandAugment). ``num_workers`` is not used (kept so older recipes load). ``cv_fold`` and
-    ``refit``: the fold runs and the refit of finetune's cross-validated choice."""
+    ``refit``: the fold runs and the refit of finetune's cross-validated choice; ``groups``: the file-name pattern
+    of each image's group (:class:`ImageFolderData`)."""
     return ImageFolderData(root, height, width, channels, list(mean), list(std), batch_size, num_workers, seed,
-                           split_seed, val_fraction, test_fraction, augment, cv_fold, refit)
+                           split_seed, val_fraction, test_fraction, augment, cv_fold, refit, groups)
 
 
 class SceneFolderData(ResidentImageData):

@@ -22,6 +22,7 @@ from hub.classical import LinearProbabilities, kept_linear
 from hub.core.registry import get_model_entry
 from hub.explain import Explanation
 from hub.kinds import (
+    FOLDER_GROUPS,
     BaselineResult,
     CrossValidation,
     InputForm,
@@ -29,6 +30,7 @@ from hub.kinds import (
     KindSpec,
     OODProfile,
     batch_axes,
+    grouped_args,
     predict_per_file,
     register_kind,
 )
@@ -81,16 +83,18 @@ class ImageKind(InputKind):
     ood = OODProfile(input_scores=("inputs", "grey_energy"), summary=image_summary)
     input_form = InputForm.FILE_EACH
     example_input = staticmethod(_example_images)
+    options = (FOLDER_GROUPS,)
 
     def ood_input_scores(self, input_spec: dict[str, Any], classifier: bool) -> tuple[str, ...]:
         """``grey_energy`` scores classifiers of colour images only (a grey input is unseen by them)."""
         colour_classifier = classifier and input_spec.get("channels", 1) > 1
         return tuple(s for s in self.ood.input_scores if s != "grey_energy" or colour_classifier)
 
-    def finetune_data(self, card, path: str) -> DataSection:
+    def finetune_data(self, card, path: str, groups: str | None = None) -> DataSection:
         spec = self.spec(card)
         return DataSection(name="image_folder", args={"root": str(path), "height": spec.height, "width": spec.width,
-                                                      "channels": spec.channels, "mean": spec.mean, "std": spec.std})
+                                                      "channels": spec.channels, "mean": spec.mean, "std": spec.std,
+                                                      **grouped_args(groups)})
 
     def predict(self, card, model, paths: Iterable[str], batch_size: int) -> Iterator[tuple[list[str], torch.Tensor]]:
         return predict_per_file(model, paths, lambda path: read_image(path, card.input_spec), batch_size)
@@ -138,14 +142,15 @@ class ImageKind(InputKind):
         .LinearProbabilities`): the model's input is what the regression reads."""
         return LinearProbabilities(kept_linear(card))
 
-    def default_recipe(self, family: str, path: str) -> Recipe:
+    def default_recipe(self, family: str, path: str, groups: str | None = None) -> Recipe:
         """The user's class folders resized to the family's input size (:data:`INPUT_SIZES`, else 32 x 32 RGB; grey
         images are converted), with light augmentation (random resized crops and flips); 40 epochs at most."""
         side, channels = INPUT_SIZES.get(family, (32, 3))
         takes_channels = "in_chans" in get_model_entry(family).arg_names()
         data = DataSection(name="image_folder", args={"root": str(path), "height": side, "width": side,
                                                       "channels": channels, "mean": [0.5] * channels,
-                                                      "std": [0.5] * channels, "augment": "light"})
+                                                      "std": [0.5] * channels, "augment": "light",
+                                                      **grouped_args(groups)})
         return scratch_recipe(family, data, {"in_chans": channels} if takes_channels else {},
                               optimizer=OPTIMIZER, scheduler=SCHEDULER, trainer=TRAINER)
 

@@ -241,3 +241,75 @@ def test_a_folders_rare_class_trains_and_its_folds_and_refit_cover_the_items(tmp
     refit, said = folded_splits(splits, refit=True)
     assert sorted(refit["train"]) == sorted(pool + splits["test"]) and "refit" in said
     assert folded_splits(splits) == (splits, "the folder's train/val/test split")
+
+
+def test_a_tables_groups_stay_whole_in_every_split_and_fold_and_name_no_feature(tmp_path):
+    """Issue 68, grouped folds: with ``groups`` (``attnhub finetune --groups COLUMN``) no patient's rows are split
+    between train, validation and test, nor between the folds of the cross-validated choice (the data module's
+    fold runs and the baselines' folds, from the same pooled groups); the column is no feature. Without it the
+    rows are split independently, and patients then straddle the splits (the leak this prevents)."""
+    from tabular.data import tabular_csv
+    from tests.unit.test_tabular import _frame
+
+    frame = _frame(120)
+    frame["patient"] = [f"p{i // 4}" for i in range(120)]  # 30 patients of 4 rows
+    frame.to_csv(tmp_path / "t.csv", index=False)
+
+    loose = tabular_csv(str(tmp_path / "t.csv"), "y")
+    loose.setup()
+    assert set(loose.frames["train"]["patient"]) & set(loose.frames["test"]["patient"])  # a leak without groups
+    data = tabular_csv(str(tmp_path / "t.csv"), "y", groups="patient")
+    data.setup()
+    assert "patient" not in data.preprocessor.numeric + data.preprocessor.categorical
+    assert "grouped by 'patient'" in data.info["split"]
+    rows = {split: len(data.frames[split]) for split in ("train", "val", "test")}
+    assert sum(rows.values()) == 120 and all(n % 4 == 0 for n in rows.values())  # whole patients only
+    pool_groups = data.pool_groups
+    assert len(pool_groups) == rows["train"] + rows["val"]
+    folds = fold_indices("classification", data.pool_labels, pool_groups, k=3, seed=0)
+    for fit, held in folds:
+        assert not set(pool_groups[fit]) & set(pool_groups[held])
+    for index in range(3):
+        fold = tabular_csv(str(tmp_path / "t.csv"), "y", cv_fold=[3, index, 0], groups="patient")
+        fold.setup()
+        assert len(fold.frames["val"]) == len(folds[index][1])  # the same folds as the baselines'
+    with pytest.raises(Exception, match="groups column 'ward'"):
+        tabular_csv(str(tmp_path / "t.csv"), "y", groups="ward").setup()
+
+
+def test_the_baseline_verdict_quotes_the_figure_it_compared():
+    """The comparison printed after a refit by folds quotes the held-out run's figure it was decided on, not the
+    refit's in-sample one (before: 'at least as good: acc 0.4667 against 0.5000')."""
+    from hub.finetune import format_comparison
+
+    entry = {"name": "HistGradientBoosting", "test": {"test/acc": 0.5}, "metric": "test/acc", "model": 0.5333,
+             "model_is_better": True}
+    assert "test/acc 0.5333 against 0.5000" in format_comparison("run", entry)
+
+
+def test_a_folders_groups_read_from_file_names_stay_whole_in_splits_and_folds(tmp_path):
+    """``--groups REGEX`` on a folder of class folders (FSDD's speakers: ``3_jackson_12.wav``): no speaker's clips
+    straddle train/val/test or two folds; a file whose name the pattern misses is named in the error."""
+    from pathlib import Path
+
+    from hub.data import class_folder_splits, file_groups, folded_splits
+    from hub.errors import DataError
+
+    speakers = [f"s{i}" for i in range(8)]
+
+    def scan(folder: Path) -> dict[str, list[Path]]:
+        return {c: [folder / c / f"{c}_{s}_{i}.wav" for s in speakers for i in range(3)] for c in ("0", "1")}
+
+    pattern = r"^\d+_([a-z0-9]+)_"
+    splits, _ = class_folder_splits(tmp_path, scan, 0.25, 0.25, split_seed=0, groups=pattern)
+    who = {s: set(file_groups([f for f, _ in items], pattern)) for s, items in splits.items()}
+    assert not who["train"] & who["val"] and not who["train"] & who["test"] and not who["val"] & who["test"]
+    assert sum(len(v) for v in splits.values()) == 48
+    for index in range(3):
+        fold, said = folded_splits(splits, [3, index, 0], groups=pattern)
+        fit, held = (set(file_groups([f for f, _ in fold[s]], pattern)) for s in ("train", "val"))
+        assert fit and held and not fit & held and said.endswith(f"grouped by the file names' '{pattern}'")
+    with pytest.raises(DataError, match="readme.wav: its name does not match the groups pattern"):
+        file_groups([Path("readme.wav")], pattern)
+    with pytest.raises(DataError, match="is not a regular expression"):
+        file_groups([Path("a.wav")], "(")
