@@ -365,9 +365,9 @@ def _add_finetune(sub, kind_options: bool = True) -> None:
                    help="below 5,000 labelled items (crossval.CV_BELOW; graph folders, tables, survival tables, "
                         "image, audio and ICU stays folders), choose the predictor "
                         "by this many folds of cross-validation on every labelled item outside the test split "
-                        "(stratified by class; grouped with --groups), then refit the choice on every labelled item for predict, serve "
-                        "and export (default 5; the k fold runs and the refit are printed before they start); 0 "
-                        "turns it off: the choice on the validation split")
+                        "(stratified by class; grouped with --groups), then refit the choice on every labelled "
+                        "item for predict, serve and export (default 5; the k fold runs and the refit are printed "
+                        "before they start); 0 turns it off: the choice on the validation split")
     p.add_argument("--memory-tokens", type=int, default=5, metavar="N",  # finetune.MEMORY_TOKENS
                    help="--policy memory: learnable memory tokens per transformer block (default 5)")
     p.add_argument("--budget-minutes", type=float, default=30.0,  # finetune.FINETUNE_BUDGET_MINUTES

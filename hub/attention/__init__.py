@@ -13,6 +13,7 @@ from hub.attention.functional import MultiHeadAttention, attention
 from hub.attention.memory_tokens import MemoryTokens
 from hub.attention.set_transformer import ISAB, MAB, PMA, SAB, SetTransformer
 from hub.attention.slot_attention import SlotAttention
+from hub.attention.transformer_block import TransformerBlock
 
 __all__ = [
     "AttentionPool", "GLOBAL_POOLS",
@@ -22,4 +23,5 @@ __all__ = [
     "MemoryTokens",
     "MAB", "SAB", "ISAB", "PMA", "SetTransformer",
     "SlotAttention",
+    "TransformerBlock",
 ]

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hub.attention import MultiHeadAttention
+from hub.attention import TransformerBlock
 from hub.core.registry import register_model
 from hub.errors import DataError
 
@@ -43,33 +43,6 @@ def star_adjacency(num_leaves: int, device=None) -> torch.Tensor:
     adjacency[0, :] = True
     adjacency[:, 0] = True
     return adjacency[None, None]
-
-
-class StarBlock(nn.Module):
-    """x = x + MHA(LN(x)) on the star graph; x = x + FFN(LN(x)).
-
-    Args:
-        dim: node width.
-        num_heads: attention heads.
-        dropout: on the attention weights, in the feed-forward layer and on the residual branches.
-        ffn_ratio: the feed-forward layer's hidden width as a multiple of ``dim``.
-
-    Shapes: x (B, L + 1, dim), node_mask (B, L + 1) bool -> same; with ``need_weights`` also (B, heads, L+1, L+1)."""
-
-    def __init__(self, dim: int, num_heads: int, dropout: float, ffn_ratio: int = 2):
-        super().__init__()
-        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout)
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.ffn = nn.Sequential(nn.Linear(dim, ffn_ratio * dim), nn.GELU(), nn.Dropout(dropout),
-                                 nn.Linear(ffn_ratio * dim, dim))
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, node_mask: torch.Tensor, need_weights: bool = False):
-        out, weights = self.attn(self.norm1(x), key_mask=node_mask, need_weights=need_weights,
-                                 attn_mask=star_adjacency(x.shape[1] - 1, x.device))
-        x = x + self.dropout(out)
-        x = x + self.dropout(self.ffn(self.norm2(x)))
-        return (x, weights) if need_weights else x
 
 
 class CARTE(nn.Module):
@@ -91,7 +64,8 @@ class CARTE(nn.Module):
         self.embed_dim, self.num_classes, self.num_features = embed_dim, num_classes, dim
         self.leaf = nn.Sequential(nn.Linear(2 * embed_dim, dim), nn.GELU(), nn.Linear(dim, dim))
         self.centre = nn.Parameter(torch.zeros(dim))
-        self.blocks = nn.ModuleList(StarBlock(dim, num_heads, dropout) for _ in range(depth))
+        self.blocks = nn.ModuleList(TransformerBlock(dim, num_heads, dropout, ffn_ratio=2, norm_first=True)
+                                    for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
         self.reset_classifier(num_classes)
 
@@ -114,8 +88,9 @@ class CARTE(nn.Module):
 
     def forward_features(self, values: torch.Tensor, columns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         x, present = self._nodes(values, columns, mask.bool())
+        star = star_adjacency(x.shape[1] - 1, x.device)  # (L + 1, L + 1)
         for block in self.blocks:
-            x = block(x, present)
+            x = block(x, present, star)
         return self.norm(x[:, 0])  # the centre node's state (B, dim)
 
     def forward_head(self, features: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
@@ -128,9 +103,9 @@ class CARTE(nn.Module):
         """The centre's attention to each leaf (cell), per block and head: (B, depth, heads, L); a missing cell's is
         0 (the rest, to 1, is the centre's attention to itself)."""
         x, present = self._nodes(values, columns, mask.bool())
-        found = []
+        found, star = [], star_adjacency(x.shape[1] - 1, x.device)
         for block in self.blocks:
-            x, weights = block(x, present, need_weights=True)
+            x, weights = block(x, present, star, need_weights=True)
             found.append(weights[:, :, 0, 1:])  # (B, heads, L)
         return torch.stack(found, 1)
 

@@ -2,7 +2,7 @@
 
 Each categorical column's value becomes an embedding (a category part of width ``dim - dim // 8`` and a
 column part of width ``dim // 8`` shared by the column's categories, as in the paper); a stack of
-Transformer blocks (post-norm, the hub core's :class:`~hub.attention.MultiHeadAttention`) lets the columns
+Transformer blocks (post-norm, the hub core's :class:`~hub.attention.TransformerBlock`) lets the columns
 attend to each other; the contextual embeddings, flattened, are concatenated with the layer-normed numeric
 features and an MLP (hidden widths 4l and 2l for an input of width l) predicts. ``column_attention`` returns
 the attention between columns. :class:`ReplacedTokenDetection` and :func:`pretrain` are the paper's
@@ -32,36 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hub.attention import MultiHeadAttention
+from hub.attention import TransformerBlock
 from hub.core.registry import register_model
 from hub.layers.periodic_embeddings import PeriodicEmbeddings
 from tabular.models.layers import CategoricalEmbeddings, LinearHeadModel, check_numeric
-
-
-class TransformerBlock(nn.Module):
-    """Post-norm Transformer block: x = LN(x + MHA(x)); x = LN(x + FFN(x)).
-
-    Args:
-        dim: token width.
-        num_heads: attention heads (must divide ``dim``).
-        dropout: dropout on the attention weights, inside the FFN and on both residual branches.
-        ffn_ratio: hidden width of the feed-forward network, as a multiple of ``dim`` (default 4).
-
-    Shapes: (B, C, dim) -> same; with ``need_weights=True`` also the attention (B, heads, C, C)."""
-
-    def __init__(self, dim: int, num_heads: int, dropout: float, ffn_ratio: int = 4):
-        super().__init__()
-        self.attn = MultiHeadAttention(dim, num_heads, dropout=dropout)
-        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.ffn = nn.Sequential(nn.Linear(dim, ffn_ratio * dim), nn.GELU(), nn.Dropout(dropout),
-                                 nn.Linear(ffn_ratio * dim, dim))
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, need_weights: bool = False):
-        out, weights = self.attn(x, need_weights=need_weights)  # (B, C, dim), (B, H, C, C) or None
-        x = self.norm1(x + self.dropout(out))
-        x = self.norm2(x + self.dropout(self.ffn(x)))
-        return (x, weights) if need_weights else x
 
 
 class TabTransformer(LinearHeadModel):

@@ -17,6 +17,7 @@ from hub.attention import (
     MultiHeadAttention,
     SetTransformer,
     SlotAttention,
+    TransformerBlock,
     attention,
     insert_cbam,
 )
@@ -311,3 +312,32 @@ def test_memory_tokens_leave_the_source_task_bit_identical(family):
         after, new_after = extended.eval().forward_both(x)
     assert torch.equal(after, before), "a source logit changed while the new task trained"
     assert not torch.allclose(new_after, new_before)  # the new task did train
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_block_computes_its_formula_with_masks_and_gradients(norm_first):
+    """Post-norm ``LN(x + MHA(x))``, ``LN(x + FFN(x))`` (TabTransformer) or pre-norm ``x + MHA(LN(x))``,
+    ``x + FFN(LN(x))`` (CARTE), written out (float64, eval); a masked key changes no output; permuting the
+    tokens permutes the outputs; every parameter gets a gradient."""
+    torch.manual_seed(0)
+    block = TransformerBlock(16, num_heads=4, dropout=0.1, ffn_ratio=2, norm_first=norm_first).double().eval()
+    x = torch.randn(3, 6, 16, dtype=torch.float64)
+    present = torch.ones(3, 6, dtype=torch.bool)
+    present[:, -1] = False
+    if norm_first:
+        h = x + block.attn(block.norm1(x), key_mask=present)[0]
+        expected = h + block.ffn(block.norm2(h))
+    else:
+        h = block.norm1(x + block.attn(x, key_mask=present)[0])
+        expected = block.norm2(h + block.ffn(h))
+    out = block(x, key_mask=present)
+    torch.testing.assert_close(out, expected)
+    changed = x.clone()
+    changed[:, -1] += 5.0  # the masked token's value reaches no other token
+    torch.testing.assert_close(block(changed, key_mask=present)[:, :-1], out[:, :-1])
+    order = torch.randperm(6)
+    torch.testing.assert_close(block(x[:, order]), block(x)[:, order])
+    block.train()
+    block(x, key_mask=present).sum().backward()
+    assert params_without_grad(block) == []
+
