@@ -35,10 +35,18 @@ from hub.core.registry import get_model_entry
 from hub.crossval import CV_BELOW, CV_FOLDS, cv_budget_line, cv_entry, fold_indices, out_of_fold
 from hub.errors import HubError
 from hub.io import atomic_write_bytes
-from hub.kinds import BaselineResult, CrossValidation, baseline, default_recipe, finetune_data_section, kind_of
+from hub.kinds import (
+    BaselineResult,
+    CrossValidation,
+    PredictorData,
+    baseline,
+    default_recipe,
+    finetune_data_section,
+    kind_of,
+)
 from hub.models import load, model_card
 from hub.names import ModelRef, RefKind, resolve
-from hub.predictor import PREDICTORS, blend, record_predictor, scores
+from hub.predictor import PREDICTORS, blend, guard_entry, record_predictor, scores
 from hub.recipe import Recipe, apply_overrides, load_recipe, recipe_from_dict, validate_recipe
 from hub.run.train import build_data, is_ddp_worker, train
 from hub.uncertainty.conformal import fit_predictor_run
@@ -426,7 +434,7 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
     folded = kind_of(model_card(run_dir)).cross_validation(run_dir) if cv_folds and result is not None else None
     if folded is not None and len(folded.labels) < CV_BELOW:
         say = report if report is not None else _silent
-        run_dir = choose_by_folds(run_dir, folded, cv_folds, predictor, progress, say)
+        run_dir = choose_by_folds(run_dir, folded, cv_folds, predictor, progress, say, result.predictor)
     elif result is not None and result.predictor is not None:
         chosen = record_predictor(run_dir, result.name, result.predictor, predictor)
         fit_predictor_run(run_dir, result.predictor, chosen)
@@ -437,7 +445,7 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
 
 
 def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, progress: bool,
-                    say: Callable[[str], None]) -> Path:
+                    say: Callable[[str], None], held_out: PredictorData | None = None) -> Path:
     """The cross-validated choice of :mod:`hub.crossval` after the run ``run_dir``: its recipe trains once per fold
     (each in its own run folder, validated on its fold, early-stopped on it as the run was), the kind's baselines
     are fitted out of fold, :func:`hub.crossval.cv_entry` chooses among the model, the best baseline and their
@@ -456,6 +464,9 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
         asked: one of :data:`hub.predictor.PREDICTORS`.
         progress: show progress bars.
         say: called with each line to tell the user (the budget first).
+        held_out: the run's members on its own split (:class:`~hub.kinds.PredictorData`), or None: a regression's
+            intervals are fitted again on the validation residuals of the predictor chosen here (a baseline or
+            blend; the refit keeps the run's held-out temperature and intervals, not its own in-sample ones).
     """
     from hub.core.cards import read_card, write_card
     from hub.core.weights import sha256_bytes
@@ -476,6 +487,9 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
 
     model = out_of_fold(fold_model, folds)
     entry = cv_entry(folded.task, folded.labels, folds, model, folded.baselines(folds, seed), asked)
+    if folded.near_shift is not None:
+        entry["guard"] = guard_entry(folded.task, folded.near_shift(fold_runs, folds, seed, entry["baseline_name"]),
+                                     entry["weight"])
     weights = {"model": 1.0, "baseline": 0.0, "blend": entry["blend_weight"], "chosen": entry["weight"]}
     test = None
     if folded.test is not None:
@@ -489,11 +503,12 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
     refit = [*folded.refit_overrides, f"trainer.max_epochs={epochs}", f"trainer.min_epochs={epochs}",
              "trainer.early_stopping.patience=null", "trainer.test_checkpoint=last"]
     final = train(recipe=_overridden(recipe, refit, run_dir), progress=progress)
-    # its validation items trained: a temperature fitted on them would be overconfident, so the run's own is kept
-    card = read_card(final / "card.json")
-    temperature = read_card(run_dir / "card.json").calibration.get("temperature")
-    if temperature is not None:
-        write_card(with_calibration(card, {"temperature": temperature}), final / "card.json")
+    # its validation items trained: a temperature or intervals fitted on them would be overconfident, so the run's
+    # own (fitted on held-out validation items) are kept
+    card, first = read_card(final / "card.json"), read_card(run_dir / "card.json").calibration
+    calibration = {key: first[key] for key in ("temperature", "conformal") if key in first}
+    if calibration:
+        write_card(with_calibration(card, calibration), final / "card.json")
     path = Path(folded.refit(entry["baseline_name"], final))
     entry.update({
         "selection": "cross-validation", "test": test,
@@ -508,13 +523,15 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
                                "in-sample"}})
     summary = json.loads((final / "metrics.json").read_text())
     first = json.loads((run_dir / "metrics.json").read_text())  # the run's comparison with its baseline, kept along
-    summary.update({key: first[key] for key in ("baseline", "policy") if key in first})
+    summary.update({key: first[key] for key in ("baseline", "policy", "calibration", "intervals") if key in first})
     if (run_dir / BASELINE_PREDICTIONS).is_file():
         atomic_write_bytes(final / BASELINE_PREDICTIONS, (run_dir / BASELINE_PREDICTIONS).read_bytes())
     summary["predictor"] = entry
     atomic_write_bytes(final / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
     card = read_card(final / "card.json")
     write_card(dataclasses.replace(card, predictor=entry, card_dir=""), final / "card.json")
+    if held_out is not None:
+        fit_predictor_run(final, held_out, entry)
     return final
 
 

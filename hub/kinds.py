@@ -150,7 +150,10 @@ class CrossValidation:
     seed)``: each baseline's out-of-fold outputs by name; ``test(baseline)``: ``(labels, model, baseline)`` on the
     test split, the model's from the run and the named baseline fitted on the folded items (None: no test split);
     ``refit(baseline, run_dir)``: the named baseline fitted on every labelled item, saved into ``run_dir`` (the
-    file's path)."""
+    file's path); ``near_shift(fold_runs, folds, seed, baseline)`` (optional): held-out near-shift evidence out of
+    fold, as :class:`PredictorData`'s ``shift`` (``labels``, ``model``, ``baseline``, ``how``; each fold run's model
+    and the named baseline fitted without the fold, on its fold's items shifted), from which the choice's guard is
+    chosen (:func:`hub.predictor.guard_entry`)."""
 
     task: str
     labels: Any
@@ -162,6 +165,7 @@ class CrossValidation:
     baselines: Callable[[Any, int], dict[str, Any]]
     test: Callable[[str], tuple[Any, Any, Any]] | None
     refit: Callable[[str, Path], Path]
+    near_shift: Callable[[list[Path], Any, int, str], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)

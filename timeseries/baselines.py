@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from hub.errors import HubError
-from hub.kinds import BaselineResult, PredictorData
+from hub.kinds import BaselineResult, CrossValidation, PredictorData
 from hub.predictor import (
     HIST_GRADIENT_BOOSTING_TYPES,
     blend_of,
@@ -82,10 +82,8 @@ def rul_baseline(data: RULWindowData, seed: int = 0, model=None) -> BaselineResu
     (the RUL now, capped as the model's targets), scored on the test windows; predictions per test window, named by
     unit and last cycle. With ``model`` (the run's, loaded), also the predictor data of both
     (:func:`rul_predictor_data`)."""
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
     x, y = (t.numpy() for t in data.train_set.tensors)
-    estimator = HistGradientBoostingRegressor(random_state=seed).fit(window_statistics(x.astype(np.float64)), y[:, 0])
+    estimator = _fit_rul_estimator(x, y, seed)
     x_test, y_test = (t.numpy() for t in data.test_set.tensors)
     pred, target = estimator.predict(window_statistics(x_test.astype(np.float64))), y_test[:, 0].astype(np.float64)
     metrics = {"test/rmse": float(np.sqrt(np.mean((pred - target) ** 2))),
@@ -120,6 +118,96 @@ def rul_predictor_data(data: RULWindowData, model, estimator) -> PredictorData:
                "how": f"the validation units' windows with each sensor offset by a constant drawn from N(0, "
                       f"{SHIFT_STD:g}^2) of its training range per window (seed {SHIFT_SEED}): an operating "
                       "condition or fault mode the training units did not show"})
+
+
+def rul_cross_validation(run_dir) -> CrossValidation:
+    """The choice by folds of a RUL run on sensor units (:class:`hub.kinds.CrossValidation`): folds of the training
+    and validation windows grouped by unit (``data.args.cv_fold``: a unit's windows all train or all validate),
+    HistGradientBoosting on window statistics out of fold, the guard's near shift out of fold (each fold run's model
+    and that fold's regressor on its validation windows, sensors perturbed: :func:`perturbed_sensors`), and the
+    refit on every unit (``data.args.refit``). Compared on the RUL now (the first output), in cycles."""
+    from hub.models import load
+    from hub.recipe import load_recipe
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    data, seed = _run_data(run_dir)
+    data.setup()
+    pooled = [data.train_set, data.val_set]  # the folded windows, in the order the folds index them
+    labels = np.concatenate([part.tensors[1][:, 0].numpy() for part in pooled]).astype(np.float64)
+
+    def fold_data(fold_dir):
+        fold, _ = _run_data(fold_dir)
+        fold.setup()
+        return fold
+
+    def fit(part):
+        x, y = (t.numpy() for t in part.tensors)
+        return _fit_rul_estimator(x, y, seed)
+
+    def fold_outputs(fold_dir):
+        return model_outputs(load(str(fold_dir)), fold_data(fold_dir).val_set)[:, 0]
+
+    def baselines(folds, fold_seed):
+        out = np.full(len(labels), np.nan)
+        for index, (_, held) in enumerate(folds):
+            fold = _folded(recipe, len(folds), index, fold_seed)
+            out[held] = fit(fold.train_set).predict(window_statistics(_windows_of(fold.val_set)))
+        return {RUL_BASELINE: out}
+
+    def near_shift(fold_runs, folds, fold_seed, _):
+        model, baseline = np.full(len(labels), np.nan), np.full(len(labels), np.nan)
+        for (_, held), fold_dir in zip(folds, fold_runs):
+            fold = fold_data(fold_dir)
+            shifted = perturbed_sensors(_windows_of(fold.val_set))
+            shifted_set = torch.utils.data.TensorDataset(torch.as_tensor(shifted, dtype=torch.float32),
+                                                         fold.val_set.tensors[1])
+            model[held] = model_outputs(load(str(fold_dir)), shifted_set)[:, 0]
+            baseline[held] = fit(fold.train_set).predict(window_statistics(shifted))
+        return {"labels": labels, "model": model, "baseline": baseline,
+                "how": f"each fold's validation units' windows with each sensor offset by a constant drawn from N(0, "
+                       f"{SHIFT_STD:g}^2) of its training range per window (seed {SHIFT_SEED}), scored by the fold "
+                       "run's model and the regressor fitted without the fold: an operating condition or fault mode "
+                       "the training units did not show"}
+
+    def test(_):
+        merged = [torch.cat(t) for t in zip(*(part.tensors for part in pooled))]
+        estimator = _fit_rul_estimator(merged[0].numpy(), merged[1].numpy(), seed)
+        return (data.test_set.tensors[1][:, 0].numpy().astype(np.float64),
+                model_outputs(load(str(run_dir)), data.test_set)[:, 0],
+                estimator.predict(window_statistics(_windows_of(data.test_set))))
+
+    def refit(_, out_dir):
+        return save_skops(fit(fold_data(out_dir).train_set), Path(out_dir) / RUL_FILE)
+
+    return CrossValidation(
+        task="regression", labels=labels, label_names=None, groups=data.pool_units,
+        fold_overrides=lambda k, index, fold_seed: [f"data.args.cv_fold=[{k},{index},{fold_seed}]"],
+        refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines,
+        test=test if len(data.test_set) else None, refit=refit, near_shift=near_shift)
+
+
+def _fit_rul_estimator(x: np.ndarray, y: np.ndarray, seed: int):
+    """HistGradientBoosting on :func:`window_statistics` of scaled windows ``x`` (W, T, S), fitted to the RUL now
+    ``y[:, 0]``."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    return HistGradientBoostingRegressor(random_state=seed).fit(window_statistics(x.astype(np.float64)), y[:, 0])
+
+
+def _windows_of(part) -> np.ndarray:
+    """A windows dataset's inputs as float64 (W, T, S)."""
+    return part.tensors[0].numpy().astype(np.float64)
+
+
+def _folded(recipe, k: int, index: int, seed: int):
+    """The set-up data module of fold ``index`` of ``k`` of ``recipe``'s data."""
+    from hub.recipe import apply_overrides, validate_recipe
+    from hub.run.train import build_data
+
+    fold = build_data(validate_recipe(apply_overrides(recipe.to_dict(), [f"data.args.cv_fold=[{k},{index},{seed}]"]),
+                                      f"fold {index}"))
+    fold.setup()
+    return fold
 
 
 def perturbed_sensors(windows: np.ndarray, std: float | None = None, seed: int | None = None) -> np.ndarray:

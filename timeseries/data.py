@@ -202,6 +202,12 @@ def split_units(units: list[int], fraction: float, seed: int) -> tuple[list[int]
     return sorted(int(u) for u in order[held:]), sorted(int(u) for u in order[:held])
 
 
+def pool_groups(units: dict[int, np.ndarray], window: int) -> np.ndarray:
+    """The unit of each window of ``units`` in their order (:meth:`RULWindowData._windows`'s): the groups by which
+    the choice by folds splits them. Shapes: -> (windows,) int."""
+    return np.concatenate([np.full(len(series) - window + 1, unit) for unit, series in units.items()])
+
+
 class RULWindowData(HubDataModule):
     """Run-to-failure units -> scaled per-unit windows with (capped) RUL targets; see the module doc.
 
@@ -216,15 +222,25 @@ class RULWindowData(HubDataModule):
         split_seed: seed of that split (default 0).
         batch_size: windows per batch (default 256).
         num_workers: DataLoader worker processes (default 0: the main process).
-        seed: seed of the training order (default 0)."""
+        seed: seed of the training order (default 0).
+        cv_fold: ``[k, index, seed]``: train on the units of the other k-1 folds of the training and validation
+            units' windows, grouped by unit (:func:`hub.crossval.fold_indices`, as ``finetune``'s choice folds
+            them: :func:`pool_groups`), and validate on the units of fold ``index``.
+        refit: train on every unit, test units included (that choice's refit; validation and test figures
+            in-sample)."""
 
     task = "rul-regression"
 
     def __init__(self, window: int = 30, horizon: int = 10, rul_cap: float = 125.0, val_fraction: float = 0.2,
-                 split_seed: int = 0, batch_size: int = 256, num_workers: int = 0, seed: int = 0):
+                 split_seed: int = 0, batch_size: int = 256, num_workers: int = 0, seed: int = 0,
+                 cv_fold: list[int] | None = None, refit: bool = False):
         super().__init__(batch_size, num_workers, seed)
         if window < 2 or horizon < 1:
             raise DataError(f"expected window >= 2 and horizon >= 1, got window={window}, horizon={horizon}")
+        if cv_fold is not None and refit:
+            raise DataError("cv_fold and refit exclude each other (a fold run trains on k-1 folds, the refit on all)")
+        self.cv_fold, self.refit = cv_fold, refit
+        self.pool_units: np.ndarray | None = None  # the unit of each training then validation window
         self.window, self.horizon, self.rul_cap = window, horizon, rul_cap
         self.val_fraction, self.split_seed = val_fraction, split_seed
         self.sensors: list[str] = []
@@ -268,11 +284,30 @@ class RULWindowData(HubDataModule):
         keep = self.select_sensors(train_units, names)
         self.sensors = [names[i] for i in keep]
         train_ids, val_ids = split_units(list(train_units), self.val_fraction, self.split_seed)
-        low, high = minmax_fit({u: train_units[u][:, keep] for u in train_ids})
+        self.pool_units = pool_groups({u: train_units[u] for u in train_ids + val_ids}, self.window)
+        split = "validation: units held out whole"
+        if self.cv_fold is not None:
+            from hub.crossval import fold_indices
+
+            k, index, fold_seed = (int(v) for v in self.cv_fold)
+            _, held = fold_indices("regression", np.zeros(len(self.pool_units)), self.pool_units, k=k, seed=fold_seed,
+                                   warn=lambda line: None)[index]
+            held_units = set(self.pool_units[held].tolist())
+            train_ids, val_ids = ([u for u in train_ids + val_ids if (u in held_units) == is_held]
+                                  for is_held in (False, True))  # pool order: the folds' windows in their order
+            split = f"fold {index} of {k} (seed {fold_seed}) of the training and validation units, by unit"
+        fit_ids = train_ids + (val_ids + list(test_units) if self.refit else [])
+        every = {**train_units, **test_units}
+        low, high = minmax_fit({u: every[u][:, keep] for u in fit_ids})
         scaled = {u: minmax_apply(s[:, keep], low, high) for u, s in train_units.items()}
         self.test_units = {u: minmax_apply(s[:, keep], low, high) for u, s in test_units.items()}
         self.test_rul_at_end = dict(test_rul)
         self.train_set = self._windows({u: scaled[u] for u in train_ids}, None, False, self.rul_cap)
+        if self.refit:  # every unit trains: the test units' windows with their own targets
+            split += "; refit: every unit trains (validation and test figures in-sample)"
+            parts = [self._windows({u: scaled[u] for u in train_ids + val_ids}, None, False, self.rul_cap),
+                     self._windows(self.test_units, test_rul, False, self.rul_cap)]
+            self.train_set = TensorDataset(*(torch.cat(t) for t in zip(*(p.tensors for p in parts))))
         self.val_set = self._windows({u: scaled[u] for u in val_ids}, None, False, self.rul_cap)
         self.test_windows = {}
         self.test_set = self._windows(self.test_units, test_rul, bool(test_rul), self.test_rul_cap(), self.test_windows)
@@ -280,8 +315,9 @@ class RULWindowData(HubDataModule):
                            "sensors": self.sensors, "min": [float(v) for v in low], "max": [float(v) for v in high],
                            "rul_cap": self.rul_cap}
         self.output_names = rul_output_names(self.horizon)
-        self.info = {**self.info, "units": {"train": train_ids, "val": val_ids, "test": len(test_units)},
-                     "windows": [len(self.train_set), len(self.val_set), len(self.test_set)]}
+        trained = train_ids + (val_ids + sorted(test_units) if self.refit else [])
+        self.info = {**self.info, "units": {"train": trained, "val": val_ids, "test": len(test_units)},
+                     "windows": [len(self.train_set), len(self.val_set), len(self.test_set)], "split": split}
 
     def model_args(self):
         return {"num_sensors": len(self.sensors), "window": self.window, "horizon": self.horizon,
@@ -473,13 +509,14 @@ class SensorUnitsData(RULWindowData):
 def sensor_units(root: str, sensors: list[str] | None = None, window: int = 30, horizon: int = 10,
                  rul_cap: float = 125.0, time_column: str = "cycle", val_fraction: float = 0.15,
                  test_fraction: float = 0.15, split_seed: int = 0, batch_size: int = 256, num_workers: int = 0,
-                 seed: int = 0) -> SensorUnitsData:
+                 seed: int = 0, cv_fold: list[int] | None = None, refit: bool = False) -> SensorUnitsData:
     """A folder of run-to-failure unit CSVs (cycle column + sensor columns), split by unit.
 
-    ``sensors``: a model's (all kept), or None for every column but the time column (the constant ones dropped)."""
+    ``sensors``: a model's (all kept), or None for every column but the time column (the constant ones dropped).
+    ``cv_fold`` and ``refit``: the fold runs and the refit of finetune's cross-validated choice (by unit)."""
     return SensorUnitsData(root, sensors, time_column, test_fraction, window=window, horizon=horizon, rul_cap=rul_cap,
                            val_fraction=val_fraction, split_seed=split_seed, batch_size=batch_size,
-                           num_workers=num_workers, seed=seed)
+                           num_workers=num_workers, seed=seed, cv_fold=cv_fold, refit=refit)
 
 
 class TrafficCSVData(TrafficSeriesData):

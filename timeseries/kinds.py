@@ -22,6 +22,7 @@ from hub.errors import DataError
 from hub.explain import Explanation
 from hub.kinds import (
     BaselineResult,
+    CrossValidation,
     InputForm,
     InputKind,
     KindSpec,
@@ -36,6 +37,7 @@ from timeseries.baselines import (
     kept_rul_estimator,
     kept_traffic_forecast,
     rul_baseline_on_run_split,
+    rul_cross_validation,
     rul_forecast,
     spectral_baseline_on_run_split,
     traffic_baseline_on_run_split,
@@ -129,6 +131,11 @@ class SensorSeriesKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return rul_baseline_on_run_split(run_dir)
+
+    def cross_validation(self, run_dir) -> CrossValidation:
+        """Folds of the training and validation units' windows, by unit; HistGradientBoosting and the guard's near
+        shift out of fold; the refit on every unit (:func:`timeseries.baselines.rul_cross_validation`)."""
+        return rul_cross_validation(run_dir)
 
     def baseline_outputs(self, card, path: str) -> np.ndarray:
         """The kept HistGradientBoosting's forecast (:func:`timeseries.baselines.rul_forecast`) from the unit CSV at

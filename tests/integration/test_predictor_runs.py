@@ -145,7 +145,7 @@ def test_rul_run_whose_baseline_wins_predicts_with_it_and_refuses_it_tampered(tm
 
     folder = _sensor_folder(tmp_path / "units", units=10)
     assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
-                 *FAST, *FROZEN]) == 0
+                 "--cv-folds", "0", *FAST, *FROZEN]) == 0
     out = capsys.readouterr().out
     run = _run_folder(out)
     entry = json.loads((run / "metrics.json").read_text())["predictor"]
@@ -175,6 +175,35 @@ def test_rul_run_whose_baseline_wins_predicts_with_it_and_refuses_it_tampered(tm
     assert main(["predict", str(run), *units]) == 2
     err = capsys.readouterr().err
     assert str(run / "baseline.skops") in err and tampered in err
+
+
+def test_rul_units_choose_by_folds_of_whole_units_with_a_guard_and_refit_on_every_unit(tmp_path, capsys):
+    """Issue 68 on RUL sensor units: the choice by 3 folds of whole units (each pooled unit validated in one fold
+    run), the guard chosen on the folds' near shift (perturbed sensors, out of fold), the refit on every unit; its
+    intervals are the chosen predictor's, fitted on the first run's held-out validation residuals, not the refit's
+    in-sample ones; predict answers with the refit's predictor."""
+    folder = _sensor_folder(tmp_path / "units", units=12)
+    assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
+                 "--cv-folds", "3", *FAST, *FROZEN]) == 0
+    out = capsys.readouterr().out
+    run = _run_folder(out)
+    entry = json.loads((run / "metrics.json").read_text())["predictor"]
+    assert entry["selection"] == "cross-validation" and "chosen by 3-fold cross-validation" in out
+    assert entry["chosen"] == "baseline"  # a model that barely moved: the regressor, out of fold too
+    assert "guard" in entry  # chosen on the out-of-fold near shift (none: a chosen baseline is its own guard)
+    card = hub.model_card(str(run))
+    assert sorted(card.data["units"]["train"]) == list(range(12)) and "refit" in card.data["split"]
+    validated = []
+    for name in entry["refit"]["folds"]:
+        fold = hub.model_card(str(run.parent / name)).data["units"]
+        assert not set(fold["val"]) & set(fold["train"])
+        validated += fold["val"]
+    first = hub.model_card(str(run.parent / entry["refit"]["from"])).data["units"]
+    assert sorted(validated) == sorted(first["train"] + first["val"])  # each pooled unit in one fold
+    assert card.calibration["conformal"]["fitted_on"] == "validation split, residuals of the predictor (baseline)"
+    assert main(["predict", str(run), str(folder / "engine_0.csv"), "--out", str(tmp_path / "rul.csv")]) == 0
+    (row,) = list(csv.DictReader(open(tmp_path / "rul.csv")))
+    assert float(row["rul"]) == pytest.approx(0.0, abs=2.0)  # the unit's last cycle: it failed there
 
 
 def test_forced_image_blend_predicts_the_blend_of_probabilities(tmp_path, capsys):

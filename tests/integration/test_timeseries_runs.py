@@ -50,7 +50,7 @@ def test_cli_trains_a_rul_family_from_scratch_on_any_sensor_names(tmp_path, caps
 
     folder = _sensor_folder(tmp_path / "units")
     assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress", "--cv-folds", "0"]) == 0
     out = capsys.readouterr().out
     assert "sensor(s) ['flat'] have fewer than 3 distinct values" in caplog.text  # reported, then dropped
     run = Path(out.split("run folder: ")[1].split()[0])
@@ -109,7 +109,7 @@ def test_cross_fitted_intervals_pool_the_held_out_units_of_more_runs_and_leave_t
 
     folder = _sensor_folder(tmp_path / "units", units=12)
     assert main(["finetune", "rul_attention", "--data", str(folder), "--output-dir", str(tmp_path / "runs"),
-                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress", "--cv-folds", "0"]) == 0
     (run,) = (tmp_path / "runs").glob("*/*")
     weights = (run / "model.safetensors").read_bytes()
     conformal = cross_conformal.fit_card(str(run), runs=2, progress=False)["conformal"]

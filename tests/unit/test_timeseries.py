@@ -267,6 +267,39 @@ def test_rul_baseline_reads_the_rul_off_a_linear_sensor(tmp_path):
     assert len(result.predictions["prediction"]) == len(data.test_set)
 
 
+def test_rul_folds_keep_each_unit_whole_and_the_refit_trains_on_every_unit(tmp_path):
+    """Issue 68 on sensor units: a fold run validates on whole units (the units of the windows that
+    :func:`hub.crossval.fold_indices` holds out when grouped by :func:`timeseries.data.pool_groups`, in that order),
+    each pooled unit in exactly one fold; the refit trains on every window, test units included."""
+    from hub.crossval import fold_indices
+
+    build = get_dataset_entry("sensor_units").builder
+    folder = str(_sensor_folder(tmp_path / "u", units=12))
+    data = build(root=folder)
+    data.setup()
+    pooled = data.info["units"]["train"] + data.info["units"]["val"]
+    assert len(data.pool_units) == len(data.train_set) + len(data.val_set)
+    folds = fold_indices("regression", np.zeros(len(data.pool_units)), data.pool_units, k=3, seed=0)
+    labels = torch.cat([data.train_set.tensors[1], data.val_set.tensors[1]])
+    validated = []
+    for index, (fit, held) in enumerate(folds):
+        fold = build(root=folder, cv_fold=[3, index, 0])
+        fold.setup()
+        val_units = fold.info["units"]["val"]
+        assert not set(val_units) & set(fold.info["units"]["train"])
+        assert val_units == list(dict.fromkeys(data.pool_units[held].tolist()))
+        torch.testing.assert_close(fold.val_set.tensors[1], labels[held])  # the folds' windows, in their order
+        assert len(fold.train_set) == len(fit) and fold.info["split"].startswith(f"fold {index} of 3")
+        validated += val_units
+    assert sorted(validated) == sorted(pooled)
+    refit = build(root=folder, refit=True)
+    refit.setup()
+    assert sorted(refit.info["units"]["train"]) == list(range(12))
+    assert len(refit.train_set) == len(data.train_set) + len(data.val_set) + len(data.test_set)
+    with pytest.raises(DataError, match="exclude each other"):
+        build(root=folder, cv_fold=[3, 0, 0], refit=True)
+
+
 def test_bad_sensor_units_are_refused_before_training(tmp_path, capsys):
     folder = _sensor_folder(tmp_path / "units")
     for path in folder.glob("*.csv"):
