@@ -363,7 +363,7 @@ def _add_finetune(sub, kind_options: bool = True) -> None:
                         "probabilities, values or rank-normalised risks, ties to the model); or force one")
     p.add_argument("--cv-folds", type=int, default=5,  # crossval.CV_FOLDS
                    help="below 5,000 labelled items (crossval.CV_BELOW; graph folders, tables, survival tables, "
-                        "image, audio and ICU stays folders, RUL sensor units), choose the predictor "
+                        "image, audio and ICU stays folders, RUL sensor units, traffic folders), choose the predictor "
                         "by this many folds of cross-validation on every labelled item outside the test split "
                         "(stratified by class; grouped with --groups), then refit the choice on every labelled "
                         "item for predict, serve and export (default 5; the k fold runs and the refit are printed "

@@ -38,7 +38,6 @@ from hub.io import atomic_write_bytes
 from hub.kinds import (
     BaselineResult,
     CrossValidation,
-    PredictorData,
     baseline,
     default_recipe,
     finetune_data_section,
@@ -434,7 +433,7 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
     folded = kind_of(model_card(run_dir)).cross_validation(run_dir) if cv_folds and result is not None else None
     if folded is not None and len(folded.labels) < CV_BELOW:
         say = report if report is not None else _silent
-        run_dir = choose_by_folds(run_dir, folded, cv_folds, predictor, progress, say, result.predictor)
+        run_dir = choose_by_folds(run_dir, folded, cv_folds, predictor, progress, say, result)
     elif result is not None and result.predictor is not None:
         chosen = record_predictor(run_dir, result.name, result.predictor, predictor)
         fit_predictor_run(run_dir, result.predictor, chosen)
@@ -445,7 +444,7 @@ def finetune(name: str | ModelRef, data: str, overrides: list[str] | None = None
 
 
 def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, progress: bool,
-                    say: Callable[[str], None], held_out: PredictorData | None = None) -> Path:
+                    say: Callable[[str], None], held_out: BaselineResult | None = None) -> Path:
     """The cross-validated choice of :mod:`hub.crossval` after the run ``run_dir``: its recipe trains once per fold
     (each in its own run folder, validated on its fold, early-stopped on it as the run was), the kind's baselines
     are fitted out of fold, :func:`hub.crossval.cv_entry` chooses among the model, the best baseline and their
@@ -464,9 +463,10 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
         asked: one of :data:`hub.predictor.PREDICTORS`.
         progress: show progress bars.
         say: called with each line to tell the user (the budget first).
-        held_out: the run's members on its own split (:class:`~hub.kinds.PredictorData`), or None: a regression's
-            intervals are fitted again on the validation residuals of the predictor chosen here (a baseline or
-            blend; the refit keeps the run's held-out temperature and intervals, not its own in-sample ones).
+        held_out: the run's baseline on its own split, with its members' outputs (``predictor``), or None: where
+            it is the baseline chosen here, a regression's intervals are fitted again on the validation residuals
+            of the chosen predictor (a baseline or blend); otherwise the refit keeps the run's held-out
+            temperature and intervals (the model's), not its own in-sample ones.
     """
     from hub.core.cards import read_card, write_card
     from hub.core.weights import sha256_bytes
@@ -530,8 +530,8 @@ def choose_by_folds(run_dir: Path, folded: CrossValidation, k: int, asked: str, 
     atomic_write_bytes(final / "metrics.json", (json.dumps(summary, indent=2) + "\n").encode())
     card = read_card(final / "card.json")
     write_card(dataclasses.replace(card, predictor=entry, card_dir=""), final / "card.json")
-    if held_out is not None:
-        fit_predictor_run(final, held_out, entry)
+    if held_out is not None and held_out.predictor is not None and held_out.name == entry["baseline_name"]:
+        fit_predictor_run(final, held_out.predictor, entry)
     return final
 
 

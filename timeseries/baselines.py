@@ -283,8 +283,8 @@ def profile_forecasts(profile: np.ndarray, inputs: np.ndarray, slots: np.ndarray
 def training_profile(data: TrafficSeriesData) -> np.ndarray:
     """:func:`time_of_day_profile` of the speeds seen as inputs of the training samples of a set-up traffic data
     module: (steps per day, N)."""
-    train_end = data.splits["train"][0][-1, data.input_steps - 1] + 1
-    return time_of_day_profile(data.speed[:train_end], data.time_slot[:train_end], data.steps_per_day)
+    seen = data.train_steps
+    return time_of_day_profile(data.speed[seen], data.time_slot[seen], data.steps_per_day)
 
 
 def baseline_forecasts(data: TrafficSeriesData, split: str = "test",
@@ -342,12 +342,65 @@ def traffic_predictor_data(data: TrafficSeriesData, model, profile: np.ndarray, 
     (``forecasts``, split -> (S, T_out, N)), every output step of every sensor; saving keeps the ``profile`` and
     which forecast ``chosen`` is (:data:`TRAFFIC_ARRAYS`) as :data:`TRAFFIC_FILE`."""
     splits = {"val": data.val_set, "test": data.test_set}
-    targets = {k: data.splits[k][1].astype(np.float64) for k in splits}  # (S, T_out, N)
-    labels = {k: np.where(y == TrafficForecastTask.missing_target, np.nan, y) for k, y in targets.items()}
+    labels = {k: _observed(data.splits[k][1].astype(np.float64)) for k in splits}  # (S, T_out, N)
     state = {"profile": profile, "method": np.array([TRAFFIC_METHODS.index(chosen)], dtype=np.int64)}
     ours = {k: model_outputs(model, d) for k, d in splits.items()}  # (S, T_out, N) mph
     return PredictorData(task="regression", labels=labels, model=ours, baseline=forecasts,
                          save=lambda run_dir: save_arrays(state, Path(run_dir) / TRAFFIC_FILE))
+
+
+def traffic_cross_validation(run_dir) -> CrossValidation:
+    """The choice by folds of a traffic run (:class:`hub.kinds.CrossValidation`): the samples before the test split
+    in blocks of time (:func:`timeseries.data.time_blocks`; ``data.args.cv_fold``: whole blocks validate, the
+    training samples that share a time step with them are purged), the last value and the historical average out
+    of fold (each fold's profile from its own training steps), the refit on every sample (``data.args.refit``).
+    Compared on every output step of every sensor in mph, missing readings left out."""
+    from hub.models import load
+    from hub.recipe import load_recipe
+
+    recipe = load_recipe(Path(run_dir) / "recipe.yaml")
+    data, _ = _run_data(run_dir)
+    data.setup()
+    pooled = np.concatenate([data.splits["train"][1], data.splits["val"][1]]).astype(np.float64)
+    labels = _observed(pooled)
+
+    def fold_outputs(fold_dir):
+        fold, _ = _run_data(fold_dir)
+        fold.setup()
+        return model_outputs(load(str(fold_dir)), fold.val_set)
+
+    def baselines(folds, fold_seed):
+        out = {method: np.full(labels.shape, np.nan) for method in TRAFFIC_METHODS}
+        for index, (_, held) in enumerate(folds):
+            forecasts = baseline_forecasts(_folded(recipe, len(folds), index, fold_seed), "val")
+            for method in TRAFFIC_METHODS:
+                out[method][held] = forecasts[method]
+        return {method.replace("_", " "): values for method, values in out.items()}
+
+    def test(name):
+        pool_steps = data.train_steps.copy()
+        pool_steps[:data.splits["val"][0][-1, data.input_steps - 1] + 1] = True  # the validation inputs too
+        profile = time_of_day_profile(data.speed[pool_steps], data.time_slot[pool_steps], data.steps_per_day)
+        return (_observed(data.splits["test"][1].astype(np.float64)), model_outputs(load(str(run_dir)), data.test_set),
+                baseline_forecasts(data, "test", profile)[name.replace(" ", "_")])
+
+    def refit(name, out_dir):
+        final, _ = _run_data(out_dir)
+        final.setup()
+        state = {"profile": training_profile(final),
+                 "method": np.array([TRAFFIC_METHODS.index(name.replace(" ", "_"))], dtype=np.int64)}
+        return save_arrays(state, Path(out_dir) / TRAFFIC_FILE)
+
+    return CrossValidation(
+        task="regression", labels=labels, label_names=None, groups=data.pool_blocks,
+        fold_overrides=lambda k, index, fold_seed: [f"data.args.cv_fold=[{k},{index},{fold_seed}]"],
+        refit_overrides=["data.args.refit=true"], fold_outputs=fold_outputs, baselines=baselines, test=test,
+        refit=refit)
+
+
+def _observed(speeds: np.ndarray) -> np.ndarray:
+    """Targets in mph with the missing readings (the task's ``missing_target``) as NaN, which the choice leaves out."""
+    return np.where(speeds == TrafficForecastTask.missing_target, np.nan, speeds)
 
 
 def kept_traffic_forecast(card, speed: np.ndarray, time_of_day: float, output_steps: int) -> np.ndarray:

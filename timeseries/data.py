@@ -371,6 +371,20 @@ def traffic_features(speed: np.ndarray, time_of_day: np.ndarray, mean: float, st
     return np.stack([(speed - mean) / std, np.broadcast_to(time_of_day[:, None], speed.shape)], -1).astype(np.float32)
 
 
+TIME_BLOCKS = 10  # the blocks of consecutive samples a traffic series is folded by (at least the folds asked)
+
+
+def time_blocks(count: int, blocks: int = TIME_BLOCKS) -> np.ndarray:
+    """Each of ``count`` consecutive samples' block of time: ``blocks`` runs of about equal length, the groups by
+    which the choice by folds splits a single series (whole blocks validate, so a fold's validation is a stretch of
+    time, not scattered samples whose neighbours trained). Shapes: -> (count,) int.
+
+    >>> time_blocks(5, 2).tolist()
+    [0, 0, 0, 1, 1]
+    """
+    return np.minimum(np.arange(count) * blocks // max(count, 1), blocks - 1)
+
+
 class TrafficSeriesData(HubDataModule):
     """Speeds (T, N) as ``input_steps``-in / ``output_steps``-out samples, split chronologically; subclasses
     :meth:`load` the speeds, the time of day of each step and the road graph (see the module doc).
@@ -382,13 +396,24 @@ class TrafficSeriesData(HubDataModule):
         test_fraction: fraction of the samples, the last ones, held out for testing (default 0.2).
         batch_size: samples per batch (default 32).
         num_workers: DataLoader worker processes (default 0: the main process).
-        seed: seed of the training order (default 0)."""
+        seed: seed of the training order (default 0).
+        cv_fold: ``[k, index, seed]``: the samples before the test split cut into ``k`` blocks of consecutive time
+            (:func:`time_blocks`, the groups ``finetune``'s choice folds them by), validate on the block of fold
+            ``index`` and train on the samples of the others that share no time step with it (a purge of
+            ``input_steps + output_steps - 1`` samples each side).
+        refit: train on every sample, test included (that choice's refit; validation and test figures in-sample)."""
 
     task = "traffic-forecast"
 
     def __init__(self, input_steps: int = 12, output_steps: int = 12, val_fraction: float = 0.1,
-                 test_fraction: float = 0.2, batch_size: int = 32, num_workers: int = 0, seed: int = 0):
+                 test_fraction: float = 0.2, batch_size: int = 32, num_workers: int = 0, seed: int = 0,
+                 cv_fold: list[int] | None = None, refit: bool = False):
         super().__init__(batch_size, num_workers, seed)
+        if cv_fold is not None and refit:
+            raise DataError("cv_fold and refit exclude each other (a fold run trains on k-1 folds, the refit on all)")
+        self.cv_fold, self.refit = cv_fold, refit
+        self.pool_blocks: np.ndarray | None = None  # the time block of each training then validation sample
+        self.train_steps = np.zeros(0, dtype=bool)  # (T,) the steps seen as inputs of training samples
         self.input_steps, self.output_steps = input_steps, output_steps
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.mean = self.std = 0.0
@@ -416,8 +441,26 @@ class TrafficSeriesData(HubDataModule):
         parts = {"train": starts[:len(starts) - n_val - n_test],
                  "val": starts[len(starts) - n_val - n_test:len(starts) - n_test],
                  "test": starts[len(starts) - n_test:]}
-        train_end = parts["train"][-1] + self.input_steps  # speeds seen as inputs of training samples
-        self.mean, self.std = float(speed[:train_end].mean()), float(speed[:train_end].std())
+        pool = starts[:len(starts) - n_test]
+        self.pool_blocks = time_blocks(len(pool))
+        split = "chronological: train, then validation, then test"
+        if self.cv_fold is not None:
+            from hub.crossval import fold_indices
+
+            k, index, fold_seed = (int(v) for v in self.cv_fold)
+            _, held = fold_indices("regression", np.zeros(len(pool)), self.pool_blocks, k=k, seed=fold_seed,
+                                   warn=lambda line: None)[index]
+            is_held = np.zeros(len(pool))
+            is_held[held] = 1.0
+            near = np.convolve(is_held, np.ones(2 * total - 1), "same") > 0  # shares a time step with a held sample
+            parts = {"train": pool[~near], "val": pool[held], "test": parts["test"]}
+            split = f"fold {index} of {k} (seed {fold_seed}): a block of time before the test split, purged"
+        if self.refit:
+            parts = {**parts, "train": starts}
+            split += "; refit: every sample trains (validation and test figures in-sample)"
+        self.train_steps = np.zeros(len(speed), dtype=bool)
+        self.train_steps[(parts["train"][:, None] + np.arange(self.input_steps)[None, :]).ravel()] = True
+        self.mean, self.std = float(speed[self.train_steps].mean()), float(speed[self.train_steps].std())
         features = traffic_features(speed, time_of_day, self.mean, self.std)
         for name, idx in parts.items():
             window = idx[:, None] + np.arange(total)[None, :]  # (S, T_in + T_out) step indices
@@ -433,7 +476,7 @@ class TrafficSeriesData(HubDataModule):
                            "num_nodes": speed.shape[1], "mean": self.mean, "std": self.std,
                            "graph": self.graph if isinstance(self.graph, str) else "adjacency.csv",
                            **info.pop("spec", {})}
-        self.info = {**info, "samples": [len(v) for v in parts.values()]}
+        self.info = {**info, "samples": [len(v) for v in parts.values()], "split": split}
         self.output_names = forecast_output_names(self.output_steps, step_seconds)
 
     def model_args(self):
@@ -542,11 +585,13 @@ class TrafficCSVData(TrafficSeriesData):
 @register_dataset(task="traffic-forecast")
 def traffic_csv(root: str, steps_per_day: int = 288, expect_num_nodes: int | None = None, input_steps: int = 12,
                 output_steps: int = 12, val_fraction: float = 0.1, test_fraction: float = 0.2, batch_size: int = 32,
-                num_workers: int = 0, seed: int = 0) -> TrafficCSVData:
-    """A folder with speeds.csv (time x sensors) and adjacency.csv (sensors x sensors), chronological 70/10/20."""
+                num_workers: int = 0, seed: int = 0, cv_fold: list[int] | None = None,
+                refit: bool = False) -> TrafficCSVData:
+    """A folder with speeds.csv (time x sensors) and adjacency.csv (sensors x sensors), chronological 70/10/20.
+    ``cv_fold`` and ``refit``: the fold runs (blocks of time) and the refit of finetune's cross-validated choice."""
     return TrafficCSVData(root, steps_per_day, expect_num_nodes, input_steps=input_steps, output_steps=output_steps,
                           val_fraction=val_fraction, test_fraction=test_fraction, batch_size=batch_size,
-                          num_workers=num_workers, seed=seed)
+                          num_workers=num_workers, seed=seed, cv_fold=cv_fold, refit=refit)
 
 
 # Meeker & Escobar's GaAs laser degradation data (../shared/data/laser_degradation/PROVENANCE.md): no public file

@@ -41,6 +41,7 @@ from timeseries.baselines import (
     rul_forecast,
     spectral_baseline_on_run_split,
     traffic_baseline_on_run_split,
+    traffic_cross_validation,
 )
 from timeseries.data import minmax_apply, traffic_features
 from timeseries.explain import (
@@ -253,6 +254,11 @@ class TrafficSeriesKind(InputKind):
 
     def baseline(self, run_dir) -> BaselineResult:
         return traffic_baseline_on_run_split(run_dir)
+
+    def cross_validation(self, run_dir) -> CrossValidation:
+        """Folds of blocks of time before the test split, purged; the last value and the historical average out of
+        fold; the refit on every sample (:func:`timeseries.baselines.traffic_cross_validation`)."""
+        return traffic_cross_validation(run_dir)
 
     def baseline_outputs(self, card, path: str) -> np.ndarray:
         """The kept last value or historical average's forecast (:func:`timeseries.baselines.kept_traffic_forecast`)

@@ -28,7 +28,8 @@ def test_train_finetune_and_predict_a_user_traffic_folder(tmp_path, capsys):
     assert (road_graph(card.model_args["graph"]) == (read_adjacency_csv(root / "adjacency.csv") != 0)).all()
     assert absolute_paths(read_card(run / "card.json").to_dict()) == []  # though the folder was given absolute
     other = _traffic_folder(tmp_path / "other", steps=4 * 288)
-    assert main(["finetune", str(run), "--data", str(other), "trainer.max_epochs=1", "trainer.limit_train_batches=2",
+    assert main(["finetune", str(run), "--data", str(other), "--cv-folds", "0", "trainer.max_epochs=1",
+                 "trainer.limit_train_batches=2",
                  "--output-dir", str(tmp_path / "ft"), "--no-progress"]) == 0
     finetuned = capsys.readouterr().out.split("run folder: ")[1].split()[0]
     assert main(["predict", finetuned, str(other / "speeds.csv"), "--no-progress"]) == 0
@@ -83,7 +84,7 @@ def test_cli_trains_a_traffic_family_from_scratch_with_its_baseline(tmp_path, ca
     monkeypatch.chdir(tmp_path)  # the folder named by its absolute path under the working folder: the card holds
     _traffic_folder(tmp_path / "t")  # it relative (hub.core.cards.portable_data_path)
     assert main(["finetune", "traffic_gru", "--data", str(tmp_path / "t"), "--output-dir", "runs",
-                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+                 "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress", "--cv-folds", "0"]) == 0
     out = capsys.readouterr().out
     run = Path(out.split("run folder: ")[1].split()[0])
     kept = json.loads((run / "metrics.json").read_text())["baseline"]
@@ -125,6 +126,35 @@ def test_cross_fitted_intervals_pool_the_held_out_units_of_more_runs_and_leave_t
     hub.load(str(run))  # the card still matches its weights' sha256
 
 
+def test_traffic_folder_chooses_by_folds_of_blocks_of_time_and_refits_on_every_sample(tmp_path, capsys):
+    """Issue 68 on a traffic folder (one road over time): 3 fold runs, each validating on blocks of time before the
+    test split and trained on the samples sharing no time step with them; the last value and the historical
+    average out of fold; the refit trains on every sample and predicts with the choice."""
+    import csv
+    import json
+    from pathlib import Path
+
+    root = _traffic_folder(tmp_path / "t")
+    assert main(["finetune", "traffic_gru", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
+                 "--cv-folds", "3", "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    run = Path(out.split("run folder: ")[1].split()[0])
+    entry = json.loads((run / "metrics.json").read_text())["predictor"]
+    assert entry["selection"] == "cross-validation"
+    assert set(entry["baselines"]) == {"last value", "historical average"}
+    card = hub.model_card(str(run))
+    first = hub.model_card(str(run.parent / entry["refit"]["from"])).data["samples"]
+    assert card.data["samples"][0] == sum(first) and "refit" in card.data["split"]
+    held = 0
+    for name in entry["refit"]["folds"]:
+        train, val, test = hub.model_card(str(run.parent / name)).data["samples"]
+        assert test == first[2] and train + val < first[0] + first[1]  # purged: the neighbours of the held block
+        held += val
+    assert held == first[0] + first[1]  # every sample before the test split validated once
+    assert main(["predict", str(run), str(root / "speeds.csv"), "--out", str(tmp_path / "f.csv")]) == 0
+    assert len(list(csv.DictReader(open(tmp_path / "f.csv")))) == 4  # a row per sensor
+
+
 def _traffic_run(tmp_path, capsys, predictor: str):
     """``finetune traffic_gru`` for one epoch on a synthetic folder with ``--predictor``: the run folder, its
     ``metrics.json`` and the folder's speeds file."""
@@ -133,7 +163,8 @@ def _traffic_run(tmp_path, capsys, predictor: str):
 
     root = _traffic_folder(tmp_path / "t")
     assert main(["finetune", "traffic_gru", "--data", str(root), "--output-dir", str(tmp_path / "runs"),
-                 "--predictor", predictor, "trainer.max_epochs=1", "trainer.accelerator=cpu", "--no-progress"]) == 0
+                 "--predictor", predictor, "--cv-folds", "0", "trainer.max_epochs=1", "trainer.accelerator=cpu",
+                 "--no-progress"]) == 0
     run = Path(capsys.readouterr().out.split("run folder: ")[1].split()[0])
     return run, json.loads((run / "metrics.json").read_text()), root / "speeds.csv"
 
