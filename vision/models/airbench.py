@@ -130,7 +130,10 @@ class AirbenchNet(nn.Module):
             padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
             views += [padded[..., :h, :w], padded[..., 2:, 2:]]
         views += [view.flip(-1) for view in views]
-        if len(x) < JOINT_VIEWS_BELOW:  # one call: a batch of 1 runs as a batch of 6, 2.4x less CPU than six calls
+        # one call below JOINT_VIEWS_BELOW images: a batch of 1 runs as a batch of 6, 2.4x less CPU than six calls;
+        # not while exporting, whose batch is symbolic (the branch would fix it to the example's)
+        tracing = torch.compiler.is_compiling() or torch.compiler.is_exporting()
+        if not tracing and len(x) < JOINT_VIEWS_BELOW:
             logits = self._logits(torch.cat(views)).unflatten(0, (len(views), -1))  # (views, B, classes)
         else:  # a large batch gains nothing from it and would hold six times the activations
             logits = torch.stack([self._logits(view) for view in views])
