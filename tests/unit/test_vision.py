@@ -218,6 +218,20 @@ def test_residual_attention_ablations_train_and_map(combine):
     assert maps["pool"].shape == (2, 1, 8, 8) and (maps["pool"].sum((2, 3)) <= 1 + 1e-5).all()
 
 
+def test_residual_attention_test_time_augmentation_is_the_shared_one():
+    """``tta`` (vision.tta, airbench's): eval mode with ``flip`` is the mean of the image's and its mirror's logits;
+    training mode and ``none`` are the network's own; a bad name is refused."""
+    torch.manual_seed(0)
+    model = hub.create_model("residual_attention_micro_32", tta="flip").eval()
+    x = torch.randn(3, 3, 32, 32)
+    plain = model._logits(x), model._logits(x.flip(-1))
+    torch.testing.assert_close(model(x), 0.5 * (plain[0] + plain[1]))
+    model.tta = "none"
+    torch.testing.assert_close(model(x), plain[0])
+    with pytest.raises(DataError, match="tta must be one of"):
+        hub.create_model("residual_attention_micro_32", tta="many")
+
+
 class _ConstantMask(torch.nn.Module):
     def __init__(self, value: float):
         super().__init__()

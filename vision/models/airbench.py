@@ -7,9 +7,9 @@ that whitens the input patches, fixed after being computed from the training ima
 (:meth:`AirbenchNet.initialize_from_data`, called by training before the first step); three blocks at widths
 64/256/256 that halve the map; convolutions initialised as identities on their first input channels (Dirac);
 BatchNorm without a scale (a bias only); a global max-pool and a bias-free linear classifier whose logits are scaled
-by 1/9; test-time augmentation in eval mode (the mean of the logits of the image and its mirror, and of both shifted
-by one pixel up-left and down-right). The training side (label smoothing, the norm biases' larger learning rate,
-lookahead, batch flips and translations) is the recipe's.
+by 1/9; test-time augmentation in eval mode (:mod:`vision.tta`: the mean of the logits of the image and its mirror,
+and of both shifted by one pixel up-left and down-right). The training side (label smoothing, the norm biases'
+larger learning rate, lookahead, batch flips and translations) is the recipe's.
 
 Shapes:
     x: (B, C, H, W) -> logits (B, num_classes); ``forward_features`` -> (B, num_features, H // 8, W // 8) for even
@@ -25,10 +25,7 @@ from torch import nn
 
 from hub.attention import AttentionPool
 from hub.errors import DataError
-
-# batches smaller than this run their test-time views in one model call (a request served alone, predict's few files)
-JOINT_VIEWS_BELOW = 32
-TTA = ("none", "flip", "flip_translate")
+from vision.tta import augmented_logits, check_tta
 
 
 class BiasOnlyBatchNorm(nn.BatchNorm2d):
@@ -77,8 +74,7 @@ class AirbenchNet(nn.Module):
                  tta: Literal["none", "flip", "flip_translate"] = "flip_translate",
                  global_pool: Literal["max", "attention"] = "max"):
         super().__init__()
-        if tta not in TTA:
-            raise DataError(f"tta must be one of {TTA}, got {tta!r}")
+        check_tta(tta)
         if global_pool not in ("max", "attention"):
             raise DataError(f"global_pool must be 'max' (airbench's) or 'attention', got {global_pool!r}")
         self.tta, self.logit_scale, self.num_features = tta, logit_scale, widths[-1]
@@ -122,20 +118,4 @@ class AirbenchNet(nn.Module):
         return self.forward_head(self.forward_features(x))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training or self.tta == "none":
-            return self._logits(x)
-        views = [x]
-        if self.tta == "flip_translate":
-            h, w = x.shape[-2:]
-            padded = F.pad(x, (1, 1, 1, 1), mode="reflect")
-            views += [padded[..., :h, :w], padded[..., 2:, 2:]]
-        views += [view.flip(-1) for view in views]
-        # one call below JOINT_VIEWS_BELOW images: a batch of 1 runs as a batch of 6, 2.4x less CPU than six calls;
-        # not while exporting, whose batch is symbolic (the branch would fix it to the example's)
-        tracing = torch.compiler.is_compiling() or torch.compiler.is_exporting()
-        if not tracing and len(x) < JOINT_VIEWS_BELOW:
-            logits = self._logits(torch.cat(views)).unflatten(0, (len(views), -1))  # (views, B, classes)
-        else:  # a large batch gains nothing from it and would hold six times the activations
-            logits = torch.stack([self._logits(view) for view in views])
-        mirrored = 0.5 * (logits[: len(views) // 2] + logits[len(views) // 2:])  # image i with its mirror
-        return mirrored[0] if self.tta == "flip" else 0.5 * mirrored[0] + 0.25 * (mirrored[1] + mirrored[2])
+        return self._logits(x) if self.training else augmented_logits(self._logits, x, self.tta)

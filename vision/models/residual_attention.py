@@ -31,6 +31,7 @@ from torch import nn
 from hub.attention import AttentionPool
 from hub.core.registry import register_model
 from hub.errors import DataError
+from vision.tta import augmented_logits, check_tta
 
 COMBINE = ("residual", "naive", "trunk")
 POOL = ("avg", "attention")
@@ -134,14 +135,17 @@ class ResidualAttentionNet(nn.Module):
         combine: how trunk and mask combine (``COMBINE``; the ablation).
         pool: ``avg`` (the paper's) or ``attention``: PatchConvNet's learned aggregation
             (:class:`~hub.attention.AttentionPool`) in place of the average pool.
+        tta: test-time augmentation in eval mode (:mod:`vision.tta`): ``none`` (the paper's), ``flip`` or
+            ``flip_translate`` (airbench's).
     """
 
     def __init__(self, num_classes: int = 10, in_chans: int = 3, stem: int = 32, stem_pool: bool = False,
                  widths: tuple[int, int, int] = (128, 256, 512), modules: tuple[int, int, int] = (1, 1, 1),
                  mask_depths: tuple[int, int, int] = (2, 1, 1), final_width: int = 1024,
                  combine: Literal["residual", "naive", "trunk"] = "residual",
-                 pool: Literal["avg", "attention"] = "avg"):
+                 pool: Literal["avg", "attention"] = "avg", tta: str = "none"):
         super().__init__()
+        self.tta = check_tta(tta)
         if combine not in COMBINE or pool not in POOL:
             raise DataError(f"combine must be one of {COMBINE} and pool one of {POOL}, got {combine!r}, {pool!r}")
         self.num_features = final_width
@@ -169,8 +173,11 @@ class ResidualAttentionNet(nn.Module):
         x = x.mean((2, 3)) if self.pool is None else self.pool(x)  # (B, C, h, w) -> (B, C)
         return x if pre_logits else self.head(x)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._logits(x) if self.training else augmented_logits(self._logits, x, self.tta)
 
     def reset_classifier(self, num_classes: int) -> None:
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
@@ -193,40 +200,40 @@ class ResidualAttentionNet(nn.Module):
         return maps
 
 
-def _build(num_classes: int, in_chans: int, combine: str, pool: str, **layout) -> ResidualAttentionNet:
-    return ResidualAttentionNet(num_classes, in_chans, combine=combine, pool=pool, **layout)
+def _build(num_classes: int, in_chans: int, combine: str, pool: str, tta: str, **layout) -> ResidualAttentionNet:
+    return ResidualAttentionNet(num_classes, in_chans, combine=combine, pool=pool, tta=tta, **layout)
 
 
 @register_model(task="image-classification", classifier="head")
 def residual_attention_56_32(num_classes: int = 10, in_chans: int = 3, combine: str = "residual",
-                             pool: str = "avg") -> ResidualAttentionNet:
+                             pool: str = "avg", tta: str = "none") -> ResidualAttentionNet:
     """Attention-56 in the paper's CIFAR layout (widths 128/256/512, 1024 before the pool; one module a stage): the
     GPU recipe's network (``recipes/vision/residual_attention_56_cifar10_gpu.yaml``)."""
-    return _build(num_classes, in_chans, combine, pool, stem=32, widths=(128, 256, 512), modules=(1, 1, 1),
+    return _build(num_classes, in_chans, combine, pool, tta, stem=32, widths=(128, 256, 512), modules=(1, 1, 1),
                   final_width=1024)
 
 
 @register_model(task="image-classification", classifier="head")
 def residual_attention_92_32(num_classes: int = 10, in_chans: int = 3, combine: str = "residual",
-                             pool: str = "avg") -> ResidualAttentionNet:
+                             pool: str = "avg", tta: str = "none") -> ResidualAttentionNet:
     """Attention-92 in the paper's CIFAR layout (modules 1/2/3 a stage; CIFAR-10 test error 4.99% in the paper)."""
-    return _build(num_classes, in_chans, combine, pool, stem=32, widths=(128, 256, 512), modules=(1, 2, 3),
+    return _build(num_classes, in_chans, combine, pool, tta, stem=32, widths=(128, 256, 512), modules=(1, 2, 3),
                   final_width=1024)
 
 
 @register_model(task="image-classification", classifier="head")
 def residual_attention_small_32(num_classes: int = 10, in_chans: int = 3, combine: str = "residual",
-                                pool: str = "avg") -> ResidualAttentionNet:
+                                pool: str = "avg", tta: str = "none") -> ResidualAttentionNet:
     """Attention-56's layout at three quarters of the width (96/192/384, 768 before the pool) with a max-pooled stem
     (stages at 16, 8 and 4 pixels), sized for CPU training: a training step costs a sixth of the paper's layout at
     this width."""
-    return _build(num_classes, in_chans, combine, pool, stem=32, stem_pool=True, widths=(96, 192, 384),
+    return _build(num_classes, in_chans, combine, pool, tta, stem=32, stem_pool=True, widths=(96, 192, 384),
                   modules=(1, 1, 1), final_width=768)
 
 
 @register_model(task="image-classification", classifier="head")
 def residual_attention_micro_32(num_classes: int = 10, in_chans: int = 3, combine: str = "residual",
-                                pool: str = "avg") -> ResidualAttentionNet:
+                                pool: str = "avg", tta: str = "none") -> ResidualAttentionNet:
     """Attention-56's layout at an eighth of the width (16/32/64, 128 before the pool), for tests and quick runs."""
-    return _build(num_classes, in_chans, combine, pool, stem=16, widths=(16, 32, 64), modules=(1, 1, 1),
+    return _build(num_classes, in_chans, combine, pool, tta, stem=16, widths=(16, 32, 64), modules=(1, 1, 1),
                   final_width=128)
