@@ -296,9 +296,10 @@ class RULWindowData(HubDataModule):
             train_ids, val_ids = ([u for u in train_ids + val_ids if (u in held_units) == is_held]
                                   for is_held in (False, True))  # pool order: the folds' windows in their order
             split = f"fold {index} of {k} (seed {fold_seed}) of the training and validation units, by unit"
-        fit_ids = train_ids + (val_ids + list(test_units) if self.refit else [])
-        every = {**train_units, **test_units}
-        low, high = minmax_fit({u: every[u][:, keep] for u in fit_ids})
+        fitted = {u: train_units[u][:, keep] for u in train_ids + (val_ids if self.refit else [])}
+        if self.refit:  # test units may share ids with training units (C-MAPSS numbers both from 1)
+            fitted.update({("test", u): s[:, keep] for u, s in test_units.items()})
+        low, high = minmax_fit(fitted)
         scaled = {u: minmax_apply(s[:, keep], low, high) for u, s in train_units.items()}
         self.test_units = {u: minmax_apply(s[:, keep], low, high) for u, s in test_units.items()}
         self.test_rul_at_end = dict(test_rul)
